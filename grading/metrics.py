@@ -1,0 +1,48 @@
+"""Summarize graded samples into one metrics row per setting x parser (plus the pooled `all`)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from grading.parsers import PARSERS
+
+POOLED = "all"
+
+# Metric columns in report order; each is a mean over every sample of the setting, so a
+# failed or unparsable sample counts as wrong (the denominator is never shrunk).
+METRICS = ("tool_acc", "param_acc", "call_acc", "format_valid")
+
+
+def summarize(graded: pl.DataFrame) -> pl.DataFrame:
+    """Metrics per setting and pooled, for every parser, in a fixed row order."""
+    frames = [_summarize_parser(graded, p) for p in PARSERS]
+    settings = _setting_order(graded)
+    out = pl.concat(frames)
+    order = {s: i for i, s in enumerate(settings)}
+    return (out.with_columns(pl.col("setting").replace_strict(order, return_dtype=pl.Int32).alias("_o"))
+            .sort(["_o", "parser"], descending=[False, True]).drop("_o"))
+
+
+def _setting_order(graded: pl.DataFrame) -> list[str]:
+    return [*graded.get_column("setting").unique(maintain_order=True).to_list(), POOLED]
+
+
+def _summarize_parser(graded: pl.DataFrame, parser: str) -> pl.DataFrame:
+    aggs = [
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col(f"{parser}_tool_ok").mean().alias("tool_acc"),
+        pl.col(f"{parser}_params_ok").mean().alias("param_acc"),
+        pl.col(f"{parser}_call_ok").mean().alias("call_acc"),
+        pl.col(f"{parser}_valid").mean().alias("format_valid"),
+        pl.col("gold_in_schema").mean().alias("gold_schema_coverage"),
+        pl.col("failure").is_not_null().sum().cast(pl.Int64).alias("n_failed"),
+        (pl.col("failure") == "too_long").sum().cast(pl.Int64).alias("n_too_long"),
+    ]
+    per_setting = graded.group_by("setting", maintain_order=True).agg(aggs)
+    pooled = graded.select(aggs).with_columns(pl.lit(POOLED).alias("setting"))
+    both = pl.concat([per_setting, pooled.select(per_setting.columns)])
+    return both.with_columns(pl.lit(parser).alias("parser")).select(METRIC_COLUMNS)
+
+
+# Column order of metrics.parquet, stated once.
+METRIC_COLUMNS = ("setting", "parser", "n", *METRICS, "gold_schema_coverage", "n_failed", "n_too_long")

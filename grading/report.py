@@ -1,0 +1,96 @@
+"""Disk is the edge: the one place each report table is written, with its schema, and the table printed."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grading.grades import grade_schema
+from grading.metrics import METRIC_COLUMNS
+from grading.parsers import PARSERS
+
+# samples.parquet: generation columns written by inference, then the grades.
+SAMPLE_SCHEMA: dict[str, pl.DataType] = {
+    "sample_id": pl.String,
+    "setting": pl.String,
+    "entry_id": pl.Int64,
+    "prompt_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "output": pl.String,
+    "finish_reason": pl.String,
+    "failure": pl.String,
+    "error": pl.String,
+    "gold_tool": pl.String,
+    "gold_params": pl.String,
+    "gold_in_schema": pl.Boolean,
+    "schema_id": pl.String,
+    "history_dropped": pl.Int64,
+}
+for _parser in PARSERS:
+    SAMPLE_SCHEMA.update(grade_schema(_parser))
+
+METRIC_SCHEMA: dict[str, pl.DataType] = {
+    c: pl.String if c in ("setting", "parser") else pl.Int64 if c.startswith("n") else pl.Float64
+    for c in METRIC_COLUMNS
+}
+
+
+def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataType],
+                metadata: Mapping[str, Any] | None = None) -> Path:
+    """Write `frame` with exactly `schema`'s columns and types, atomically, with run facts."""
+    missing = [c for c in schema if c not in frame.columns]
+    if missing:
+        raise ValueError(f"cannot write {path.name}: columns {missing} are missing")
+    table = frame.select([pl.col(c).cast(t) for c, t in schema.items()]).to_arrow()
+    if metadata:
+        kv = {k: json.dumps(v, default=str) for k, v in metadata.items()}
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kv})
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:
+    """samples.parquet: one row per sample, generation facts and per-parser grades."""
+    return write_table(graded, run_dir / "samples.parquet", SAMPLE_SCHEMA, metadata)
+
+
+def write_metrics(metrics: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:
+    """metrics.parquet: one row per setting x parser, `setting == "all"` pooled."""
+    return write_table(metrics, run_dir / "metrics.parquet", METRIC_SCHEMA, metadata)
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The run facts stored in a report's Parquet key-value metadata."""
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): json.loads(v) for k, v in meta.items() if not k.startswith(b"ARROW")}
+
+
+def format_table(metrics: pl.DataFrame) -> str:
+    """A Markdown table of the metrics, percentages with one decimal."""
+    cols = ["setting", "parser", "n", "tool_acc", "param_acc", "call_acc", "format_valid",
+            "gold_schema_coverage", "n_failed"]
+    head = "| " + " | ".join(cols) + " |"
+    rule = "|" + "|".join("---" for _ in cols) + "|"
+    body = ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in metrics.iter_rows(named=True)]
+    return "\n".join([head, rule, *body])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{100 * value:.1f}%"
+    return str(value)
+
+
+def write_markdown(metrics: pl.DataFrame, run_dir: Path) -> Path:
+    """metrics.md beside the Parquet report, for reading without Python."""
+    path = run_dir / "metrics.md"
+    path.write_text(format_table(metrics) + "\n", encoding="utf-8")
+    return path

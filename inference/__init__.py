@@ -1,0 +1,1 @@
+"""toolsweep inference: benchmark data in, model outputs out (adapters, prompts, schemas, engines, CLI)."""

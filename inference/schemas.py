@@ -1,0 +1,132 @@
+"""Candidate tools -> the JSON schema of exactly one call, and its per-backend grammar form.
+
+A call is `{"tool_name": <one candidate's name>, "parameters": {...}}`: one `anyOf` branch
+per candidate tool, the name as a constant, its declared parameters (required ones
+required, no extra keys). Pure translation: no engine is imported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from typing import Any
+
+from grading.canonical import canonical_json
+
+# Declared parameter types disagree with some gold values (NUMBER given as "10" or "",
+# STRING given as 10, BOOLEAN given as "true"), so every type also admits the forms the
+# benchmark's gold uses; a schema that rejected gold calls would cap accuracy below 1.
+_STRINGY = {"type": "string"}
+_NUMBER = {"type": "number"}
+_INTEGER = {"type": "integer"}
+_BOOLEAN = {"type": "boolean"}
+TYPE_SCHEMAS: dict[str, list[dict[str, Any]]] = {
+    "NUMBER": [_NUMBER, _STRINGY],
+    "INTEGER": [_INTEGER, _STRINGY],
+    "BOOLEAN": [_BOOLEAN, _STRINGY],
+    "STRING": [_STRINGY, _INTEGER],
+}
+_DEFAULT_TYPE = [_STRINGY, _INTEGER]  # string, ENUM, DATE, GEOPOINT, ...: free text
+
+# Bounds keep a small model from running away inside a value (an unclosed string eats the
+# whole token budget and the call is lost). Outlines compiles a regex to an automaton whose
+# size grows with the bound: a `maxLength: 64` schema took 52.8 s to compile against 1.7 s
+# without, so under outlines strings stay unbounded and only numbers get a digit cap.
+MAX_STRING_CHARS = 128
+MAX_NUMBER_DIGITS = 15
+
+
+def parameter_schema(declared_type: str | None) -> dict[str, Any]:
+    """The value schema of one parameter, from its declared (RapidAPI-style) type."""
+    options = TYPE_SCHEMAS.get(str(declared_type or "").upper(), _DEFAULT_TYPE)
+    return {"anyOf": [dict(o) for o in options]}
+
+
+def tool_branch(tool: dict[str, Any]) -> dict[str, Any]:
+    """The schema branch for calling one candidate tool."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for group, is_required in (("required_parameters", True), ("optional_parameters", False)):
+        for param in tool.get(group) or []:
+            name = param["name"]
+            if name in properties:  # declared twice: the first declaration wins
+                continue
+            properties[name] = parameter_schema(param.get("type"))
+            if is_required:
+                required.append(name)
+    params: dict[str, Any] = {"type": "object", "properties": properties,
+                              "required": required, "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"tool_name": {"const": tool["tool_name"]}, "parameters": params},
+        "required": ["tool_name", "parameters"],
+        "additionalProperties": False,
+    }
+
+
+def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The schema of one call to any of `tools` (duplicate tool names collapse to one branch)."""
+    branches, seen = [], set()
+    for tool in tools:
+        if tool["tool_name"] not in seen:
+            seen.add(tool["tool_name"])
+            branches.append(tool_branch(tool))
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def compact_json(value: Any) -> str:
+    """JSON on one line with key order kept: a schema's property order is the output's order."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def schema_id(schema: dict[str, Any]) -> str:
+    """Short hash of the canonical (sorted-key) schema: equal candidate sets share one id."""
+    return hashlib.sha256(canonical_json(schema).encode()).hexdigest()[:16]
+
+
+def backend_schema(schema_json: str, backend: str) -> str:
+    """The compact, order-kept schema with the bounds `backend` compiles cheaply."""
+    return compact_json(bounded(json.loads(schema_json), backend))
+
+
+def bounded(schema: Any, backend: str) -> Any:
+    """A copy of `schema` with value bounds the given backend compiles cheaply."""
+    if isinstance(schema, list):
+        return [bounded(s, backend) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded(v, backend) for k, v in schema.items()}
+    kind = out.get("type")
+    if backend == "outlines":
+        return _outlines_bounds(out) if kind in ("integer", "number") else out
+    if kind == "string":
+        out["maxLength"] = MAX_STRING_CHARS
+    elif kind in ("integer", "number"):
+        out.update(minimum=-(10 ** MAX_NUMBER_DIGITS - 1), maximum=10 ** MAX_NUMBER_DIGITS - 1)
+    return out
+
+
+def _outlines_bounds(schema: dict[str, Any]) -> dict[str, Any]:
+    integer = {"type": "integer", "minDigits": 1, "maxDigits": MAX_NUMBER_DIGITS}
+    if schema["type"] == "integer":
+        return integer
+    # outlines_core 0.2.14 turns minDigitsInteger=1 into "at least two digits" for a
+    # non-zero number, so single-digit integers come from the integer branch.
+    number = {"type": "number", "minDigitsInteger": 1, "maxDigitsInteger": MAX_NUMBER_DIGITS,
+              "minDigitsFraction": 1, "maxDigitsFraction": 8,
+              "minDigitsExponent": 1, "maxDigitsExponent": 3}
+    return {"anyOf": [integer, number]}
+
+
+@lru_cache(maxsize=4096)
+def outlines_regex(schema_json: str) -> str:
+    """From an order-kept schema (`compact_json`), the compact (no optional whitespace) regex Outlines builds for a canonical schema.
+
+    vLLM's own outlines backend allows a space between tokens (`{ "tool_name"`), which the
+    official PEToolBench regex rejects, and it refuses `disable_any_whitespace`; building
+    the regex here with an empty whitespace pattern gives the compact form.
+    """
+    from outlines_core.json_schema import build_regex_from_schema
+
+    return build_regex_from_schema(backend_schema(schema_json, "outlines"), whitespace_pattern="")
