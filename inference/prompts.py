@@ -1,0 +1,144 @@
+"""The prompt pipeline (Polars): sample table -> rendered chat prompts, token ids, schemas.
+
+One row per sample. The setting's instruction is the system turn (it already embeds the
+history and the candidate tools), the query the user turn, and the model's own chat
+template renders them. Nothing is truncated silently: a prompt that leaves no room for
+the answer is a `too_long` row unless `drop_oldest_history` is set.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import polars as pl
+
+from inference.schemas import backend_schema, call_schema, compact_json, schema_id
+
+TOO_LONG = "too_long"
+_HISTORY_START = "Interaction history is:\n"
+_SYSTEM_PROBE, _USER_PROBE = "<<toolsweep-system>>", "<<toolsweep-user>>"
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    max_model_len: int
+    """Context length of the model: prompt tokens + max_new_tokens must fit."""
+    max_new_tokens: int
+    drop_oldest_history: bool = False
+
+
+def template_has_system(tokenizer: Any) -> bool:
+    """Whether the chat template renders a system turn (some raise, some drop it silently)."""
+    messages = [{"role": "system", "content": _SYSTEM_PROBE}, {"role": "user", "content": _USER_PROBE}]
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - jinja templates raise their own exception types
+        return False
+    return _SYSTEM_PROBE in text
+
+
+def build_messages(system: str, user: str, fold_system: bool) -> list[dict[str, str]]:
+    """Chat messages for one sample; without a system role, the system text leads the user turn."""
+    if fold_system:
+        return [{"role": "user", "content": f"{system}\n\n{user}"}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def drop_history(system: str, count: int) -> str | None:
+    """The system prompt with its `count` oldest history items removed (None: no history found)."""
+    start = system.find(_HISTORY_START)
+    if start < 0 or count <= 0:
+        return None if start < 0 else system
+    at = start + len(_HISTORY_START)
+    try:
+        items, end = json.JSONDecoder().raw_decode(system, at)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(items, list) or count > len(items):
+        return None
+    # The benchmark writes the history with json.dumps defaults and raw UTF-8.
+    return system[:at] + json.dumps(items[count:], ensure_ascii=False) + system[end:]
+
+
+def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettings) -> pl.DataFrame:
+    """Add `prompt`, `prompt_token_ids`, `prompt_tokens`, `history_dropped` and `failure`."""
+    fold = not template_has_system(tokenizer)
+    budget = settings.max_model_len - settings.max_new_tokens
+    rendered = samples.with_columns(
+        pl.struct("system", "user").map_batches(
+            lambda s: pl.Series(_render_batch(s, tokenizer, fold)), return_dtype=pl.String
+        ).alias("prompt"))
+    ids = _tokenize(tokenizer, rendered.get_column("prompt").to_list())
+    rendered = rendered.with_columns(
+        pl.Series("prompt_token_ids", ids, dtype=pl.List(pl.Int32)),
+        pl.Series("prompt_tokens", [len(i) for i in ids], dtype=pl.Int64),
+        pl.lit(0, dtype=pl.Int64).alias("history_dropped"),
+    )
+    if settings.drop_oldest_history:
+        rendered = _shorten(rendered, tokenizer, fold, budget)
+    return rendered.with_columns(
+        pl.when(pl.col("prompt_tokens") > budget).then(pl.lit(TOO_LONG)).otherwise(None)
+        .cast(pl.String).alias("failure"))
+
+
+def _render_batch(rows: pl.Series, tokenizer: Any, fold: bool) -> list[str]:
+    return [tokenizer.apply_chat_template(build_messages(r["system"], r["user"], fold),
+                                          tokenize=False, add_generation_prompt=True)
+            for r in rows.to_list()]
+
+
+def _tokenize(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
+    # The rendered template already holds its special tokens; adding them again would
+    # double the BOS token on templates that start with one.
+    return tokenizer(prompts, add_special_tokens=False)["input_ids"]
+
+
+def _shorten(frame: pl.DataFrame, tokenizer: Any, fold: bool, budget: int) -> pl.DataFrame:
+    rows = frame.to_dicts()
+    for row in rows:
+        dropped = 0
+        while row["prompt_tokens"] > budget:
+            system = drop_history(row["system"], dropped + 1)
+            if system is None:
+                break
+            dropped += 1
+            row["prompt"] = _render_batch(pl.Series([{"system": system, "user": row["user"]}]),
+                                          tokenizer, fold)[0]
+            row["prompt_token_ids"] = _tokenize(tokenizer, [row["prompt"]])[0]
+            row["prompt_tokens"], row["history_dropped"] = len(row["prompt_token_ids"]), dropped
+    return pl.DataFrame(rows, schema=frame.schema)
+
+
+def attach_schemas(samples: pl.DataFrame, constraint: str) -> pl.DataFrame:
+    """Add `schema_json` (order kept), `schema_id` and `gold_in_schema`, one build per candidate set."""
+    distinct = samples.select("tools").unique(maintain_order=True)
+    built = [_schema_row(tools) for tools in distinct.get_column("tools").to_list()]
+    table = distinct.with_columns(
+        pl.Series("schema_json", [b[0] for b in built], dtype=pl.String),
+        pl.Series("schema_id", [b[1] for b in built], dtype=pl.String))
+    joined = samples.join(table, on="tools", how="left", maintain_order="left")
+    backend = "outlines" if constraint == "none" else constraint
+    covered = [gold_fits(s, t, p, backend) for s, t, p in
+               joined.select("schema_json", "gold_tool", "gold_params").iter_rows()]
+    return joined.with_columns(pl.Series("gold_in_schema", covered, dtype=pl.Boolean))
+
+
+def _schema_row(tools_json: str) -> tuple[str, str]:
+    schema = call_schema(json.loads(tools_json))
+    return compact_json(schema), schema_id(schema)
+
+
+def gold_fits(schema_json: str, gold_tool: str, gold_params: str, backend: str) -> bool:
+    """Whether the gold call is valid under the schema, with `backend`'s value bounds."""
+    call = {"tool_name": gold_tool, "parameters": json.loads(gold_params)}
+    return _validator(schema_json, backend).is_valid(call)
+
+
+@lru_cache(maxsize=1024)
+def _validator(schema_json: str, backend: str) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(backend_schema(schema_json, backend)))

