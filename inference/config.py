@@ -77,6 +77,9 @@ class DecodingConfig:
     """Answer budget, as in the paper."""
     temperature: float = 0.0
     """0 = greedy, as the paper's scoring assumes."""
+    compile_timeout_s: int = 60
+    """Seconds one grammar may take to compile before its sample fails (vLLM's default, 5 s,
+    fails real PEToolBench schemas under outlines: they take 0.2-6 s on a 49k vocabulary)."""
     drop_oldest_history: bool = False
     """A prompt too long for the context: drop its oldest history items (True) or record a too_long row."""
 
@@ -128,7 +131,8 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
               ("model.tensor_parallel_size", cfg.model.tensor_parallel_size, 1, False),
               ("model.max_model_len", cfg.model.max_model_len, 2, True),
               ("engine.batch_size", cfg.engine.batch_size, 1, False),
-              ("engine.max_num_seqs", cfg.engine.max_num_seqs, 1, False))
+              ("engine.max_num_seqs", cfg.engine.max_num_seqs, 1, False),
+              ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False))
     problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
                 for key, value, low, nullable in checks
                 if not (value is None and nullable) and (value is None or value < low)]

@@ -79,7 +79,7 @@ def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: lis
                       enforce_eager=cfg.engine.enforce_eager,
                       gpu_memory_utilization=cfg.engine.gpu_memory_utilization,
                       max_num_seqs=cfg.engine.max_num_seqs, cpu_kvcache_gib=cfg.engine.cpu_kvcache_gib,
-                      quiet=cfg.quiet)
+                      compile_timeout_s=cfg.decoding.compile_timeout_s, quiet=cfg.quiet)
 
 
 def requests_for(prompts: pl.DataFrame, constraint: str) -> list[Request]:

@@ -18,7 +18,7 @@ from inference.errors import EngineError
 from inference.schemas import backend_schema, outlines_regex
 
 
-def configure_environment(cpu_kvcache_gib: int, quiet: bool) -> bool:
+def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> bool:
     """Set vLLM's environment before it is imported; returns True when running on CPU."""
     import torch
 
@@ -30,6 +30,7 @@ def configure_environment(cpu_kvcache_gib: int, quiet: bool) -> bool:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kvcache_gib))
     if quiet:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ["VLLM_REGEX_COMPILATION_TIMEOUT_S"] = str(compile_timeout_s)
     # Compiled Outlines indexes persist on disk, shared by the jobs of a sweep.
     os.environ.setdefault("VLLM_V1_USE_OUTLINES_CACHE", "1")
     return on_cpu
@@ -41,8 +42,8 @@ class VLLMEngine:
     def __init__(self, *, model_path: str, constraint: str, max_model_len: int, dtype: str,
                  tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
                  enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
-                 cpu_kvcache_gib: int, quiet: bool) -> None:
-        on_cpu = configure_environment(cpu_kvcache_gib, quiet)
+                 cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> None:
+        on_cpu = configure_environment(cpu_kvcache_gib, compile_timeout_s, quiet)
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -121,6 +122,6 @@ def _to_generation(request: Request, output: Any) -> Generation:
     error = None
     if reason == "error":
         error = "engine_error: vLLM ended the request with finish_reason=error (grammar " \
-                "compilation failed or timed out, see VLLM_REGEX_COMPILATION_TIMEOUT_S)"
+                "compilation failed or exceeded decoding.compile_timeout_s)"
     return Generation(request.sample_id, completion.text, reason,
                       output_tokens=len(completion.token_ids), error=error)

@@ -1,0 +1,36 @@
+"""Shared fixtures: the real PEToolBench file when present, the embedded model, scratch dirs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "datasets" / "sample" / "user_entries_sample.json"
+PETOOLBENCH = REPO.parent / "shared" / "data" / "petoolbench" / "user_entries_test.json"
+
+
+@pytest.fixture(scope="session")
+def petoolbench_file() -> Path:
+    """The real PEToolBench test file; tests that need it skip, saying so, where it is absent."""
+    if not PETOOLBENCH.is_file():
+        pytest.skip(f"PEToolBench data absent: {PETOOLBENCH} not found (it lives in ../shared/data)")
+    return PETOOLBENCH
+
+
+@pytest.fixture(scope="session")
+def embedded_model() -> Path:
+    """The embedded SmolLM2 folder, converted from the packaged GGUF if needed (never skipped)."""
+    from inference.models import prepare_embedded_model
+
+    return prepare_embedded_model()
+
+
+@pytest.fixture(scope="session")
+def scratch_env(tmp_path_factory) -> dict[str, str]:
+    """Environment for child processes: vLLM caches and temp files under pytest's tmp dir."""
+    root = tmp_path_factory.mktemp("scratch")
+    return {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}

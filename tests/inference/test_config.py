@@ -1,0 +1,83 @@
+"""Every option of every config group composes into typed config; typos and bad values fail early."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+import inference.cli  # noqa: F401  (registers the schema and resolvers, as the entry point does)
+from inference.config import ToolsweepConfig, validate
+from inference.errors import ConfigError
+from tests.conftest import REPO, SAMPLE
+
+CONF = REPO / "conf"
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
+# values a group option leaves required (???), filled so the option can compose
+REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"dataset.path={SAMPLE}"],
+            "engine=replay": ["engine.predictions=/tmp/p.jsonl"]}
+
+
+def _compose(overrides: list[str]) -> ToolsweepConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_object(cfg)
+
+
+OPTIONS = [f"{g}={p.stem}" for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_every_group_option_composes(option):
+    cfg = _compose([option, *REQUIRED.get(option, [])])
+    assert isinstance(cfg, ToolsweepConfig)
+    group, name = option.split("=")
+    assert getattr(cfg, group) is not None
+
+
+def test_groups_are_all_covered():
+    assert set(GROUPS) == {"model", "dataset", "engine", "decoding"}
+    assert len(OPTIONS) >= 8
+
+
+def test_defaults_are_the_embedded_model_on_the_sample():
+    cfg = _compose([])
+    assert cfg.model.embedded and cfg.model.path.endswith("SmolLM2-135M-Instruct")
+    assert Path(cfg.dataset.path) == SAMPLE
+    assert (cfg.engine.name, cfg.decoding.constraint, cfg.decoding.max_new_tokens, cfg.decoding.temperature) == \
+        ("vllm", "outlines", 256, 0.0)
+
+
+@pytest.mark.parametrize("override", ["decoding.constrant=none", "dataset.limit=ten", "model.tensor_parallel_size=1.5"],
+                         ids=["typo_key", "wrong_type_int", "wrong_type_float"])
+def test_typos_and_types_fail_at_composition(override):
+    with pytest.raises(ConfigCompositionException):
+        _compose([override])
+
+
+def test_validate_lists_every_problem_at_once(tmp_path):
+    cfg = _compose(["decoding.constraint=lmfe", "dataset.settings=[p,x]", "dataset.limit=0",
+                    f"model.path={tmp_path}", "engine.gpu_memory_utilization=1.5"])
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    message = str(err.value)
+    for expected in ("decoding.constraint must be one of ['outlines', 'xgrammar', 'guidance', 'none'], got 'lmfe'",
+                     "dataset.settings must be a non-empty subset of ['p', 'r', 'c'], got ['p', 'x']",
+                     "dataset.limit must be an integer >= 1 or null, got 0",
+                     "engine.gpu_memory_utilization must be in (0, 1], got 1.5",
+                     f"model.path {str(tmp_path)!r} is not a model folder: it has no config.json"):
+        assert expected in message
+
+
+def test_missing_model_path_is_named(tmp_path):
+    cfg = _compose(["model=local", f"model.path={tmp_path / 'nope'}"])
+    with pytest.raises(ConfigError, match=r"model.path .*nope' does not exist: toolsweep runs offline"):
+        validate(cfg)
+
+
+def test_replay_needs_predictions():
+    with pytest.raises(ConfigError, match="engine.predictions '/no/such.jsonl' is not a file"):
+        validate(_compose(["engine=replay", "engine.predictions=/no/such.jsonl"]))

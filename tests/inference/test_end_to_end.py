@@ -1,0 +1,107 @@
+"""The `toolsweep` command end to end: replayed gold answers, and the real vLLM CPU engine."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from grading.report import SAMPLE_SCHEMA, read_metadata
+from inference.gold import gold_outputs, write_predictions
+from inference.petoolbench import load_petoolbench
+from tests.conftest import REPO, SAMPLE
+
+TOOLSWEEP = [sys.executable, "-m", "inference.cli"]
+METRICS = ("tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage")
+
+
+def run_toolsweep(run_dir: Path, overrides: list[str], env: dict[str, str] | None = None,
+                  timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would, into `run_dir`, and return the finished process."""
+    return subprocess.run([*TOOLSWEEP, f"hydra.run.dir={run_dir}", *overrides], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _gold_file(tmp_path: Path, dataset: Path) -> Path:
+    return write_predictions(gold_outputs(load_petoolbench(dataset, ["p", "r", "c"])), tmp_path / "gold.jsonl")
+
+
+def test_replaying_sample_gold_scores_one(tmp_path):
+    done = run_toolsweep(tmp_path / "run", ["engine=replay", f"engine.predictions={_gold_file(tmp_path, SAMPLE)}"])
+    assert done.returncode == 0, done.stderr
+    metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert metrics.height == 8  # (p, r, c, all) x (official, json)
+    assert metrics.select(METRICS).min_horizontal().min() == 1.0
+    assert "| all | official | 30 | 100.0% |" in done.stdout
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert facts["backend"] == "replay" and facts["status"] == "complete"
+
+
+def test_replaying_all_3000_petoolbench_gold_answers_scores_one(tmp_path, petoolbench_file):
+    done = run_toolsweep(tmp_path / "run", ["dataset=petoolbench", f"dataset.path={petoolbench_file}",
+                                            "engine=replay", f"engine.predictions={_gold_file(tmp_path, petoolbench_file)}"])
+    assert done.returncode == 0, done.stderr
+    metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert metrics.filter(setting="all")["n"].to_list() == [3000, 3000]
+    for column in METRICS:
+        assert metrics[column].min() == 1.0, column
+
+
+def test_replay_rejects_unknown_and_duplicate_ids_and_counts_missing(tmp_path):
+    preds = tmp_path / "preds.jsonl"
+    good = gold_outputs(load_petoolbench(SAMPLE, ["p"]))
+    write_predictions(pl.concat([good, pl.DataFrame({"sample_id": ["p-1"], "output": ["{}"]})]), preds)
+    done = run_toolsweep(tmp_path / "a", ["engine=replay", f"engine.predictions={preds}", "dataset.settings=[p]"])
+    assert done.returncode == 2
+    assert "engine.predictions has 1 sample ids that are not in the dataset: p-1." in done.stderr
+    assert "Traceback" not in done.stderr
+    write_predictions(pl.concat([good, good.head(1)]), preds)
+    done = run_toolsweep(tmp_path / "b", ["engine=replay", f"engine.predictions={preds}", "dataset.settings=[p]"])
+    assert done.returncode == 2 and "1 duplicate sample ids" in done.stderr
+    write_predictions(good.head(4), preds)
+    done = run_toolsweep(tmp_path / "c", ["engine=replay", f"engine.predictions={preds}", "dataset.settings=[p]"])
+    assert done.returncode == 0, done.stderr
+    samples = pl.read_parquet(tmp_path / "c" / "samples.parquet")
+    assert samples["failure"].value_counts().sort("failure").rows() == [(None, 4), ("missing", 6)]
+    assert pl.read_parquet(tmp_path / "c" / "metrics.parquet").filter(setting="p")["tool_acc"][0] == 0.4
+
+
+def test_user_errors_exit_2_with_one_message(tmp_path):
+    done = run_toolsweep(tmp_path / "run", ["model=local", f"model.path={tmp_path}/missing",
+                                            "decoding.constraint=lmfe"])
+    assert done.returncode == 2
+    assert "invalid configuration" in done.stderr and "lmfe" in done.stderr and "missing' does not exist" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("constraint", ["outlines", "none"])
+def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_env, constraint):
+    """Real vLLM CPU engine, embedded SmolLM2, two records per setting of the bundled sample."""
+    run_dir = tmp_path / "run"
+    done = run_toolsweep(run_dir, ["dataset.limit=2", f"decoding.constraint={constraint}"], env=scratch_env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    samples = pl.read_parquet(run_dir / "samples.parquet")
+    assert list(samples.columns) == list(SAMPLE_SCHEMA)
+    assert samples["sample_id"].to_list() == [f"{s}-{i}" for s in "prc" for i in (900001, 900002)]
+    assert samples["finish_reason"].is_in(["stop", "length"]).all()
+    assert (samples["prompt_tokens"] > 300).all() and (samples["output_tokens"] > 0).all()
+    facts = json.loads((run_dir / "run.json").read_text())
+    assert facts["backend"] == constraint
+    assert facts["decoding"]["greedy"] is True
+    assert set(facts["wall_s"]) >= {"prompts", "model_load", "generate", "grade", "total"}
+    assert read_metadata(run_dir / "metrics.parquet")["toolsweep_run"]["backend"] == constraint
+    if constraint == "outlines":
+        tools = {row["sample_id"]: [t["tool_name"] for t in json.loads(row["tools"])]
+                 for row in load_petoolbench(SAMPLE, ["p", "r", "c"], 2).iter_rows(named=True)}
+        for sample_id, output, reason in samples.select("sample_id", "output", "finish_reason").iter_rows():
+            assert "\n" not in output and not re.search(r'[{,:]\s|\s[}]', output.split('"parameters":')[0])
+            name = re.match(r'\{"tool_name":"(.*?)","parameters":\{', output)
+            assert name and json.loads(f'"{name.group(1)}"') in tools[sample_id], output
+            if reason == "stop":
+                assert json.loads(output)["tool_name"] in tools[sample_id]
