@@ -105,3 +105,17 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_e
             assert name and json.loads(f'"{name.group(1)}"') in tools[sample_id], output
             if reason == "stop":
                 assert json.loads(output)["tool_name"] in tools[sample_id]
+
+
+def test_transformers_engine_with_outlines_constraint(tmp_path, embedded_model, scratch_env):
+    """HF generate + the outlines library on one sample: compact JSON naming a candidate tool."""
+    run_dir = tmp_path / "run"
+    done = run_toolsweep(run_dir, ["engine=transformers", "dataset.limit=1", "dataset.settings=[p]"],
+                         env=scratch_env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    row = pl.read_parquet(run_dir / "samples.parquet").row(0, named=True)
+    candidates = [t["tool_name"] for t in json.loads(load_petoolbench(SAMPLE, ["p"], 1)["tools"][0])]
+    assert row["finish_reason"] == "stop", row
+    assert json.loads(row["output"])["tool_name"] in candidates
+    assert row["official_valid"] and row["json_valid"]
+    assert json.loads((run_dir / "run.json").read_text())["engine"] == "transformers"
