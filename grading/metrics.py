@@ -12,6 +12,17 @@ POOLED = "all"
 # failed or unparsable sample counts as wrong (the denominator is never shrunk).
 METRICS = ("tool_acc", "param_acc", "call_acc", "format_valid")
 
+# The per-sample grade behind each metric: `metric` under `parser` is the mean of
+# `{parser}_{METRIC_SOURCES[metric]}`. Comparisons and CIs resample these columns.
+METRIC_SOURCES = {"tool_acc": "tool_ok", "param_acc": "params_ok", "call_acc": "call_ok", "format_valid": "valid"}
+
+
+def metric_column(parser: str, metric: str) -> str:
+    """The samples.parquet column whose mean is `metric` under `parser`, e.g. official_tool_ok."""
+    if metric not in METRIC_SOURCES:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {list(METRIC_SOURCES)}")
+    return f"{parser}_{METRIC_SOURCES[metric]}"
+
 
 def summarize(graded: pl.DataFrame) -> pl.DataFrame:
     """Metrics per setting and pooled, for every parser, in a fixed row order."""
@@ -30,10 +41,7 @@ def _setting_order(graded: pl.DataFrame) -> list[str]:
 def _summarize_parser(graded: pl.DataFrame, parser: str) -> pl.DataFrame:
     aggs = [
         pl.len().cast(pl.Int64).alias("n"),
-        pl.col(f"{parser}_tool_ok").mean().alias("tool_acc"),
-        pl.col(f"{parser}_params_ok").mean().alias("param_acc"),
-        pl.col(f"{parser}_call_ok").mean().alias("call_acc"),
-        pl.col(f"{parser}_valid").mean().alias("format_valid"),
+        *(pl.col(metric_column(parser, m)).mean().alias(m) for m in METRICS),
         pl.col("gold_in_schema").mean().alias("gold_schema_coverage"),
         pl.col("failure").is_not_null().sum().cast(pl.Int64).alias("n_failed"),
         (pl.col("failure") == "too_long").sum().cast(pl.Int64).alias("n_too_long"),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import polars as pl
 import pyarrow as pa
@@ -94,3 +95,27 @@ def write_markdown(metrics: pl.DataFrame, run_dir: Path) -> Path:
     path = run_dir / "metrics.md"
     path.write_text(format_table(metrics) + "\n", encoding="utf-8")
     return path
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A Markdown table of preformatted cells; `|` and newlines inside a cell are escaped."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return "\n".join([line(header), "|" + "|".join("---" for _ in header) + "|", *map(line, rows)])
+
+
+def percent(value: float | None, signed: bool = False) -> str:
+    """41.2% (or +3.3% when `signed`); an empty cell for a missing value."""
+    if value is None or math.isnan(value):
+        return ""
+    return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
+
+
+def percent_ci(value: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+    """An accuracy with its interval in percent, e.g. `41.2% [35.0, 47.1]`."""
+    if value is None or math.isnan(value):
+        return ""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return percent(value, signed)
+    fmt = "{:+.1f}" if signed else "{:.1f}"
+    return f"{percent(value, signed)} [{fmt.format(100 * low)}, {fmt.format(100 * high)}]"

@@ -19,6 +19,7 @@ from typing import Any  # noqa: E402
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from grading.grades import grade  # noqa: E402
@@ -27,7 +28,8 @@ from grading.report import format_table, write_markdown, write_metrics, write_sa
 from inference import pipeline  # noqa: E402
 from inference.config import ToolsweepConfig, register_configs, validate  # noqa: E402
 from inference.errors import ToolsweepError  # noqa: E402
-from inference.models import cache_root, folder_fingerprint, prepare_embedded_model  # noqa: E402
+from inference.models import cache_root, folder_fingerprint, is_embedded_path, prepare_embedded_model  # noqa: E402
+from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
 from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -41,9 +43,9 @@ def evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> d
     timer = Timer()
     run_dir = pipeline.ensure_run_dir(run_dir)
     replay = cfg.engine.name == "replay"
-    if cfg.model.embedded and not replay:
+    if cfg.model.embedded and not replay and is_embedded_path(cfg.model.path):
         with timer.phase("prepare_model"):
-            prepare_embedded_model(Path(cfg.model.path))
+            prepare_embedded_model()
     validate(cfg)
     with timer.phase("load"):
         samples = pipeline.load_samples(cfg)
@@ -108,7 +110,13 @@ def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], backend: str, graded:
 @hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="config")
 def main(cfg: DictConfig) -> None:
     """Compose the config, convert it once, evaluate; user errors exit 2 with one message."""
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    if hydra_cfg.mode == RunMode.MULTIRUN and not os.environ.get(CHILD_FLAG):
+        # Each sweep job runs in its own process: GPU memory is released, crashes stay local.
+        run_child_job(list(hydra_cfg.overrides.task), run_dir, hydra_cfg.job.num,
+                      gpus_per_job=int(cfg.model.tensor_parallel_size))
+        return
     try:
         typed: ToolsweepConfig = OmegaConf.to_object(cfg)
         evaluate(typed, run_dir, OmegaConf.to_container(cfg, resolve=True))

@@ -34,7 +34,11 @@ class ModelConfig:
     dtype: str = "auto"
     """Weights dtype for the engine (auto, bfloat16, float16, float32)."""
     tensor_parallel_size: int = 1
-    """GPUs one model is split over (vLLM)."""
+    """GPUs one model is split over (vLLM); also the GPUs each sweep job gets."""
+    lora: Optional[str] = None
+    """A LoRA adapter folder (adapter_config.json) served on this base model through vLLM."""
+    max_lora_rank: int = 64
+    """vLLM: the largest adapter rank to reserve memory for."""
 
 
 @dataclass
@@ -160,4 +164,15 @@ def _check_paths(cfg: ToolsweepConfig) -> list[str]:
             check_model_dir(cfg.model.path)
         except ConfigError as exc:
             problems.append(str(exc))
-    return problems
+    return problems + _check_lora(cfg)
+
+
+def _check_lora(cfg: ToolsweepConfig) -> list[str]:
+    if cfg.model.lora is None:
+        return []
+    if cfg.engine.name != "vllm":
+        return [f"model.lora needs engine=vllm (vLLM serves adapters); got engine={cfg.engine.name}"]
+    if not (Path(cfg.model.lora).expanduser() / "adapter_config.json").is_file():
+        return [f"model.lora {cfg.model.lora!r} is not a LoRA adapter folder: it has no "
+                "adapter_config.json"]
+    return []

@@ -34,6 +34,11 @@ def embedded_model_dir() -> Path:
     return cache_root() / "models" / EMBEDDED_NAME
 
 
+def is_embedded_path(path: str | Path) -> bool:
+    """Whether `path` is the embedded model's cache folder (the only one toolsweep may build)."""
+    return Path(path).expanduser().resolve() == embedded_model_dir().resolve()
+
+
 def check_model_dir(path: str | Path) -> Path:
     """Return `path` as a local model folder, or raise ConfigError saying what is wrong."""
     folder = Path(path).expanduser()

@@ -72,7 +72,8 @@ def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: lis
     from inference.engines.vllm_offline import VLLMEngine
 
     return VLLMEngine(model_path=cfg.model.path, constraint=cfg.decoding.constraint,
-                      max_model_len=max_model_len, dtype=cfg.model.dtype,
+                      max_model_len=max_model_len, dtype=cfg.model.dtype, lora=cfg.model.lora,
+                      max_lora_rank=cfg.model.max_lora_rank,
                       tensor_parallel_size=cfg.model.tensor_parallel_size,
                       max_new_tokens=cfg.decoding.max_new_tokens,
                       temperature=cfg.decoding.temperature, seed=cfg.engine.seed,

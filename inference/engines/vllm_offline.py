@@ -43,6 +43,7 @@ class VLLMEngine:
     """Offline `vllm.LLM` over a local model folder."""
 
     def __init__(self, *, model_path: str, constraint: str, max_model_len: int, dtype: str,
+                 lora: str | None, max_lora_rank: int,
                  tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
                  enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
                  cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> None:
@@ -56,6 +57,12 @@ class VLLMEngine:
         self.backend = constraint
         self._max_new_tokens, self._temperature, self._seed = max_new_tokens, temperature, seed
         options: dict[str, Any] = {}
+        self._lora = None
+        if lora:
+            from vllm.lora.request import LoRARequest
+
+            options.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+            self._lora = LoRARequest(os.path.basename(os.path.normpath(lora)), 1, lora)
         if constraint != "none":
             options["structured_outputs_config"] = {
                 "backend": constraint,
@@ -101,7 +108,7 @@ class VLLMEngine:
 
     def _run(self, requests: list[Request], params: list[Any], progress: bool) -> list[Any]:
         prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        return self.llm.generate(prompts, params, use_tqdm=progress)
+        return self.llm.generate(prompts, params, use_tqdm=progress, lora_request=self._lora)
 
     def _one(self, request: Request, params: Any) -> Generation:
         try:

@@ -15,7 +15,8 @@ from inference.errors import ConfigError
 from tests.conftest import REPO, SAMPLE
 
 CONF = REPO / "conf"
-GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
+LAUNCHERS = sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml"))
 # values a group option leaves required (???), filled so the option can compose
 REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"dataset.path={SAMPLE}"],
             "engine=replay": ["engine.predictions=/tmp/p.jsonl"]}
@@ -41,6 +42,14 @@ def test_every_group_option_composes(option):
 def test_groups_are_all_covered():
     assert set(GROUPS) == {"model", "dataset", "engine", "decoding"}
     assert len(OPTIONS) >= 8
+    assert set(LAUNCHERS) == {"local", "local_gpus", "slurm", "slurm_local"}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_every_launcher_composes(launcher):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.startswith(("hydra._internal", "hydra_plugins"))
 
 
 def test_defaults_are_the_embedded_model_on_the_sample():

@@ -1,0 +1,124 @@
+"""Accuracy against training step, one panel per setting, from leaderboard rows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from grading.errors import GradingError
+
+PLOT_PARSER = "official"
+# Metric -> (legend label, colour); format_valid is left out, it is near 100% under constraints.
+_SERIES = {"tool_acc": ("tool_acc", "tab:blue"), "param_acc": ("param_acc", "tab:orange"),
+           "call_acc": ("call_acc", "tab:green")}
+# One marker and line style per configuration (variant) of the sweep.
+_MARKERS = "osD^v<>p*h"
+_LINESTYLES = ("-", "--", ":", "-.")
+# Overrides that pick the checkpoint; the rest of a job's overrides tell its series apart.
+_CHECKPOINT_KEYS = ("model.path", "model.lora", "model.name")
+
+
+def plot_accuracy_by_step(board: pl.DataFrame, path: Path, title: str) -> Path:
+    """Write a PNG of official-parser accuracies (with CI bars) against step; returns `path`.
+
+    `board` holds leaderboard rows; rows without a step or of other parsers are ignored.
+    Jobs that differ in more than the checkpoint (e.g. also in decoding.constraint) get one
+    line each, so points of different configurations are never joined.
+    """
+    # Imported here: matplotlib is only needed when there is something to plot, and the
+    # object API with an Agg canvas leaves pyplot's global backend alone.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = board.filter((pl.col("parser") == PLOT_PARSER) & pl.col("step").is_not_null()
+                        & pl.col("tool_acc").is_not_null())
+    if rows.height == 0:
+        raise GradingError(f"nothing to plot in {path.name}: no complete job of the {PLOT_PARSER} parser "
+                           "has a step; name model folders like checkpoint-500 to plot against step")
+    rows = rows.with_columns(pl.col("overrides").map_elements(_variant, return_dtype=pl.String)
+                             .alias("_variant")).sort("step")
+    settings = _settings(rows)
+    # Up to three panels side by side; more (p, r, c and all) wrap into two columns.
+    ncols = len(settings) if len(settings) <= 3 else 2
+    nrows = -(-len(settings) // ncols)
+    fig = Figure(figsize=(5.0 * ncols, 3.6 * nrows + 0.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    grid = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
+    axes = list(grid.flat)
+    for spare in axes[len(settings):]:
+        spare.set_visible(False)
+    for ax, setting in zip(axes, settings):
+        _draw_panel(ax, rows, setting)
+    for row in grid:
+        row[0].set_ylabel(f"accuracy, {PLOT_PARSER} parser (%)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    # Labels naming a configuration are long: two columns keep them inside the figure.
+    legend_cols = min(len(labels), 3 if rows["_variant"].n_unique() == 1 else 2)
+    fig.legend(handles, labels, loc="outside lower center", ncols=legend_cols, frameon=False)
+    fig.suptitle(title)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    os.replace(tmp, path)
+    return path
+
+
+def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    variants = rows["_variant"].unique(maintain_order=True).to_list()
+    steps = rows["step"].unique().sort().to_list()
+    dodge = _dodge(rows)
+    for v, variant in enumerate(variants):
+        points = rows.filter((pl.col("setting") == setting) & (pl.col("_variant") == variant))
+        style = (_MARKERS[v % len(_MARKERS)], _LINESTYLES[v % len(_LINESTYLES)])
+        for k, (metric, (label, colour)) in enumerate(_SERIES.items()):
+            _draw(ax, points, metric, (k - 1) * dodge, colour, style,
+                  label if len(variants) == 1 else f"{label} | {_shorten(variant or 'default')}")
+    ax.set_title("all settings (pooled)" if setting == "all" else f"setting {setting}")
+    ax.set_xlabel("training step")
+    if len(steps) <= 8:
+        ax.set_xticks(steps)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    # A little room past 0 and 100 so markers and CI caps at the limits stay whole.
+    ax.set_ylim(-3, 103)
+    ax.margins(x=0.08)
+    ax.grid(alpha=0.3)
+
+
+def _draw(ax: Any, points: pl.DataFrame, metric: str, offset: float, colour: str,
+          style: tuple[str, str], label: str) -> None:
+    if points.height == 0:
+        return
+    y = points[metric].to_numpy() * 100
+    low = points[f"{metric}_low"].to_numpy() * 100
+    high = points[f"{metric}_high"].to_numpy() * 100
+    ax.errorbar(points["step"].to_numpy() + offset, y, yerr=[y - low, high - y], color=colour,
+                marker=style[0], linestyle=style[1], markersize=5, capsize=3, linewidth=1.2, label=label)
+
+
+def _settings(rows: pl.DataFrame) -> list[str]:
+    # The benchmark's order (p, r, c), anything else as found, pooled last.
+    found = rows["setting"].unique(maintain_order=True).to_list()
+    known = [s for s in ("p", "r", "c") if s in found]
+    return [*known, *(s for s in found if s not in known and s != "all"), *(["all"] if "all" in found else [])]
+
+
+def _dodge(rows: pl.DataFrame) -> float:
+    # Shift the three metrics apart by 1.5% of the step range so their CI bars do not overlap.
+    steps = rows["step"]
+    span = (steps.max() - steps.min()) if steps.len() else 0
+    return 0.015 * span if span else 0.05
+
+
+def _variant(overrides: str | None) -> str:
+    kept = [o for o in (overrides or "").split(" ")
+            if o and o.partition("=")[0].lstrip("+~") not in _CHECKPOINT_KEYS]
+    return " ".join(kept)
+
+
+def _shorten(text: str, limit: int = 48) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,72 @@
+"""`toolsweep-grade RUN_DIR`: re-grade a finished run, or every complete job of a sweep.
+
+Grading needs only the stored outputs, so a grader fix (or a new parser) can be applied to
+old runs without the model. The Parquet run facts of the original files are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from grading.errors import GradingError
+from grading.grades import grade
+from grading.leaderboard import format_leaderboard, write_leaderboard
+from grading.metrics import summarize
+from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples
+from grading.sweep import find_jobs, is_sweep_dir
+
+
+def regrade_run(run_dir: Path) -> pl.DataFrame:
+    """Re-grade RUN_DIR/samples.parquet; rewrite samples, metrics and metrics.md; return the metrics."""
+    samples_path, metrics_path = run_dir / "samples.parquet", run_dir / "metrics.parquet"
+    if not samples_path.is_file():
+        raise GradingError(f"{run_dir} holds no samples.parquet; pass a finished run dir")
+    samples_meta = read_metadata(samples_path)
+    # A run killed between the two writes has samples but no metrics: reuse the samples' facts.
+    metrics_meta = read_metadata(metrics_path) if metrics_path.is_file() else samples_meta
+    graded = grade(pl.read_parquet(samples_path))
+    metrics = summarize(graded)
+    write_samples(graded, run_dir, samples_meta)
+    write_metrics(metrics, run_dir, metrics_meta)
+    write_markdown(metrics, run_dir)
+    return metrics
+
+
+def regrade_sweep(sweep_dir: Path) -> list[Path]:
+    """Re-grade every complete job of a sweep, then rewrite its leaderboard; returns the paths written."""
+    for job in find_jobs(sweep_dir):
+        if job.status == "complete":
+            regrade_run(job.path)
+    return write_leaderboard(sweep_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: re-grade a run dir or a sweep dir and print the result."""
+    parser = argparse.ArgumentParser(prog="toolsweep-grade", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a run dir (with samples.parquet) or a sweep dir")
+    args = parser.parse_args(argv)
+    try:
+        print(_regrade(args.run_dir))
+    except GradingError as exc:
+        print(f"toolsweep-grade: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _regrade(target: Path) -> str:
+    if (target / "samples.parquet").is_file():
+        return format_table(regrade_run(target))
+    if is_sweep_dir(target):
+        paths = regrade_sweep(target)
+        board = pl.read_parquet(target / "leaderboard.parquet")
+        return format_leaderboard(board) + "\n\nwrote " + ", ".join(str(p) for p in paths)
+    raise GradingError(f"{target} is neither a run dir (no samples.parquet) nor a sweep dir (no numbered "
+                       "job dirs 0/, 1/, ...); pass the folder a toolsweep run or `toolsweep -m` wrote")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Uncertainty for accuracies: percentile bootstrap CIs and the exact McNemar test.
+
+numpy only (no scipy): grading must run on any laptop. Every function is deterministic
+for a given seed, so a re-run of a report gives the same intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from grading.errors import GradingError
+
+def bootstrap_ci(correct: Sequence[bool], n_resamples: int = 2000, seed: int = 0,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of `correct`; (nan, nan) for no samples."""
+    values = _as_array(correct, "correct")
+    return _percentile_ci(values, n_resamples, seed, level)
+
+
+def paired_bootstrap_ci(a: Sequence[bool], b: Sequence[bool], n_resamples: int = 2000,
+                        seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of mean(b) - mean(a), resampling pairs (a[i], b[i]) together.
+
+    Resampling pair indices and averaging b[i] - a[i] is the same as taking the difference
+    of the two resampled means, and keeps the correlation between the runs (same prompts).
+    """
+    left, right = _as_array(a, "a"), _as_array(b, "b")
+    if left.shape != right.shape:
+        raise GradingError(f"paired samples must have equal length, got {left.size} and {right.size}; "
+                           "pair them by sample_id first")
+    return _percentile_ci(right - left, n_resamples, seed, level)
+
+
+def mcnemar_exact(b_only: int, a_only: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant pair counts.
+
+    Under the null each discordant pair is equally likely to go either way, so the smaller
+    count is Binomial(b_only + a_only, 0.5); p = min(1, 2 * lower tail), 1.0 with no
+    discordant pairs. Integer arithmetic keeps it exact for any n.
+    """
+    for name, count in (("b_only", b_only), ("a_only", a_only)):
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise GradingError(f"{name} must be a non-negative integer count, got {count!r}")
+    n = int(b_only) + int(a_only)
+    if n == 0:
+        return 1.0
+    k = min(int(b_only), int(a_only))
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def _as_array(values: Sequence[bool], name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64).reshape(-1)
+    if np.isnan(array).any():
+        raise GradingError(f"{name} holds {int(np.isnan(array).sum())} missing values; "
+                           "grade every sample (a failed sample is False, not null)")
+    return array
+
+
+def _percentile_ci(values: np.ndarray, n_resamples: int, seed: int, level: float) -> tuple[float, float]:
+    if not 0 < level < 1:
+        raise GradingError(f"level must be between 0 and 1, got {level!r}; e.g. 0.95 for a 95% interval")
+    if n_resamples < 1:
+        raise GradingError(f"n_resamples must be at least 1, got {n_resamples!r}")
+    if values.size == 0:
+        return (math.nan, math.nan)
+    means = _resampled_means(values, n_resamples, np.random.default_rng(seed))
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return (float(low), float(high))
+
+
+def _resampled_means(values: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    # Drawing n indices with replacement only matters through how often each distinct value is
+    # drawn, and those counts are Multinomial(n, share of each value). Sampling the counts is
+    # the same bootstrap distribution at O(resamples x distinct values) instead of
+    # O(resamples x n): graded samples have 2 distinct values, paired differences 3.
+    distinct, counts = np.unique(values, return_counts=True)
+    draws = rng.multinomial(values.size, counts / values.size, size=n_resamples)
+    return draws @ distinct / values.size

@@ -1,0 +1,131 @@
+"""Read a Hydra multirun sweep dir: its numbered job dirs and how each job ended.
+
+The sweep runner writes `job.json` in each job dir when the job's process exits; a job dir
+without one did not start or was killed with its parent. A broken job never raises here: it
+becomes a failed job with a reason, so one bad job cannot hide the rest of a sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from grading.errors import GradingError
+
+NO_JOB_JSON = "no job.json: the job did not start or was killed"
+# Same pattern as inference.sweep.checkpoint_step (grading keeps clear of that package), so the
+# leaderboard orders checkpoints as toolsweep-checkpoints lists them.
+_STEP = re.compile(r"(?:checkpoint|global_step|step)[-_]?(\d+)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a sweep: its number, folder, outcome and the overrides it ran with."""
+
+    number: int
+    path: Path
+    status: str
+    """"complete" (samples.parquet is there) or "failed"."""
+    reason: str | None
+    """Why a failed job failed; None for a complete one."""
+    overrides: tuple[str, ...]
+    model_path: str | None
+    """The model.path the job ran, when job.json or the overrides name it."""
+
+
+def job_dirs(sweep_dir: Path) -> list[tuple[int, Path]]:
+    """The numbered job dirs of a sweep, ordered by job number (so 10 comes after 9)."""
+    if not sweep_dir.is_dir():
+        return []
+    found = [(int(p.name), p) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    return sorted(found)
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """Whether `path` holds numbered job dirs, as a Hydra multirun sweep dir does."""
+    return bool(job_dirs(path))
+
+
+def find_jobs(sweep_dir: Path) -> list[Job]:
+    """Every job of a sweep, ordered by job number; an error if there are none."""
+    found = job_dirs(sweep_dir)
+    if not found:
+        raise GradingError(f"{sweep_dir} holds no numbered job dirs (0/, 1/, ...); pass a sweep dir "
+                           "written by `toolsweep -m ...` (the folder with multirun.yaml)")
+    return [read_job(number, path) for number, path in found]
+
+
+def read_job(number: int, path: Path) -> Job:
+    """A job as its job.json reports it, checked against the files actually present."""
+    info, problem = _read_json(path / "job.json")
+    overrides = tuple(info.get("overrides") or _hydra_overrides(path))
+    model_path = info.get("model_path") or override_value(overrides, "model.path")
+    status, reason = _outcome(info, problem, path)
+    return Job(number, path, status, reason, overrides, model_path)
+
+
+def _outcome(info: dict[str, Any], problem: str | None, path: Path) -> tuple[str, str | None]:
+    if problem is not None:
+        return "failed", problem
+    status = info.get("status")
+    if status == "complete":
+        if not (path / "samples.parquet").is_file():
+            return "failed", "job.json says complete but samples.parquet is missing"
+        return "complete", None
+    if status == "failed":
+        code = info.get("returncode")
+        return "failed", info.get("reason") or (f"exit code {code}" if code is not None else "no reason given")
+    return "failed", f"job.json has status {status!r}; expected 'complete' or 'failed'"
+
+
+def _read_json(path: Path) -> tuple[dict[str, Any], str | None]:
+    if not path.is_file():
+        return {}, NO_JOB_JSON
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return {}, f"job.json is unreadable ({exc})"
+    if not isinstance(data, dict):
+        return {}, f"job.json holds a {type(data).__name__}, not an object"
+    return data, None
+
+
+def _hydra_overrides(job_dir: Path) -> list[str]:
+    # Hydra writes the job's overrides before it runs, so they are there even if it was killed.
+    path = job_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return []
+    try:
+        listed = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return []
+    return [str(item) for item in listed] if isinstance(listed, list) else []
+
+
+def override_value(overrides: Sequence[str], key: str) -> str | None:
+    """The value of `key=value` among Hydra overrides (also `+key=`, `++key=`, `~key=`)."""
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        if sep and name.lstrip("+~") == key:
+            # Hydra allows a quoted value: model.path='/ckpt/checkpoint-500'.
+            return value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+    return None
+
+
+def parse_step(name: str | None) -> int | None:
+    """The training step in a folder name like checkpoint-500, step_500, step500 or global_step500."""
+    if not name:
+        return None
+    match = _STEP.search(Path(name.rstrip("/")).name)
+    return int(match.group(1)) if match else None
+
+
+def job_step(model_path: str | None, overrides: Sequence[str]) -> int | None:
+    """The step of a job's model folder, else of its LoRA adapter (`model.lora=.../checkpoint-N`)."""
+    step = parse_step(model_path)
+    return step if step is not None else parse_step(override_value(overrides, "model.lora"))

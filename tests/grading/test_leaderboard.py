@@ -1,0 +1,147 @@
+"""Sweep leaderboard: steps from folder names, complete and failed jobs, the written files."""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from grading.errors import GradingError
+from grading.leaderboard import LEADERBOARD_SCHEMA, build_leaderboard, write_leaderboard
+from grading.sweep import NO_JOB_JSON, job_step, parse_step
+from tests.grading.conftest import complete_job, make_samples, write_job
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# (id, model path, expected step, reason)
+STEP_CASES = [
+    ("hf_trainer", "/ckpt/run/checkpoint-500", 500, "Hugging Face Trainer folders"),
+    ("underscore", "/ckpt/step_500", 500, "step_N"),
+    ("glued", "/ckpt/step500", 500, "stepN"),
+    ("deepspeed", "/ckpt/global_step500", 500, "DeepSpeed's global_stepN"),
+    ("trailing_slash", "/ckpt/checkpoint-20/", 20, "a path typed with a trailing slash"),
+    ("case", "/ckpt/Checkpoint-7", 7, "case does not matter"),
+    ("only_last_part", "/ckpt/checkpoint-500/merged", None, "only the last component counts"),
+    ("base_model", "/models/SmolLM2-135M-Instruct", None, "a base model has no step"),
+    ("no_path", None, None, "the job used the default model"),
+]
+
+
+@pytest.mark.parametrize("path,expected", [c[1:3] for c in STEP_CASES], ids=[c[0] for c in STEP_CASES])
+def test_parse_step(path, expected):
+    assert parse_step(path) == expected
+
+
+# (id, model path, overrides, expected step, reason)
+JOB_STEP_CASES = [
+    ("model_path_wins", "/c/checkpoint-5", ["model.lora=/l/checkpoint-9"], 5, "the model folder names the step"),
+    ("lora", "/models/base", ["model.lora=/l/checkpoint-9"], 9, "a LoRA adapter folder names the step"),
+    ("lora_appended", "/models/base", ["+model.lora=/l/step_3"], 3, "Hydra's +key= form"),
+    ("lora_quoted", "/models/base", ["model.lora='/l/checkpoint-4'"], 4, "a quoted override value"),
+    ("none", "/models/base", ["decoding.constraint=none"], None, "nothing names a step"),
+]
+
+
+@pytest.mark.parametrize("path,overrides,expected", [c[1:4] for c in JOB_STEP_CASES],
+                         ids=[c[0] for c in JOB_STEP_CASES])
+def test_job_step(path, overrides, expected):
+    assert job_step(path, overrides) == expected
+
+
+def test_leaderboard_rows(sweep_dir):
+    board = build_leaderboard(sweep_dir)
+    assert board.schema == pl.Schema(LEADERBOARD_SCHEMA)
+    assert board.height == 2 * 3 * 2 + 2, "2 complete jobs x (p, r, all) x 2 parsers + 1 failed job x 2 parsers"
+    assert board["job"].to_list() == sorted(board["job"].to_list())
+    early = board.filter(job=0, setting="all", parser="official").row(0, named=True)
+    assert (early["model"], early["model_path"], early["step"]) == ("checkpoint-500", "/ckpt/run/checkpoint-500", 500)
+    assert (early["n"], early["tool_acc"], early["call_acc"]) == (8, 3 / 8, 1 / 8)
+    assert (early["prompts_per_s"], early["output_tokens_per_s"]) == (2.5, 50.0)
+    assert (early["status"], early["reason"], early["overrides"]) == ("complete", None, "model.path=/ckpt/run/checkpoint-500")
+    late = board.filter(job=1, setting="p", parser="json").row(0, named=True)
+    assert (late["step"], late["n"], late["tool_acc"], late["call_acc"]) == (1000, 4, 1.0, 0.75)
+
+
+def test_leaderboard_cis_bracket_the_accuracies(sweep_dir):
+    complete = build_leaderboard(sweep_dir).filter(status="complete")
+    for metric in ("tool_acc", "param_acc", "call_acc"):
+        assert (complete[f"{metric}_low"] <= complete[metric]).all()
+        assert (complete[metric] <= complete[f"{metric}_high"]).all()
+    wide = complete.filter(job=0, setting="p", parser="official").row(0, named=True)
+    assert wide["tool_acc_low"] < wide["tool_acc"] < wide["tool_acc_high"], "4 samples: a real interval"
+
+
+def test_failed_job_keeps_its_reason(sweep_dir):
+    failed = build_leaderboard(sweep_dir).filter(job=2)
+    assert failed.select("setting", "parser", "status", "reason").rows() == [
+        ("all", "official", "failed", "CUDA out of memory"), ("all", "json", "failed", "CUDA out of memory")]
+    assert failed["step"].to_list() == [1500, 1500]
+    for column in ("n", "tool_acc", "tool_acc_low", "param_acc", "call_acc_high", "format_valid", "prompts_per_s"):
+        assert failed[column].null_count() == 2, column
+
+
+def test_write_leaderboard_files(sweep_dir):
+    paths = write_leaderboard(sweep_dir)
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png"]
+    assert pq.read_schema(paths[0]).names == list(LEADERBOARD_SCHEMA)
+    assert pl.read_parquet(paths[0]).equals(build_leaderboard(sweep_dir))
+    markdown = paths[1].read_text(encoding="utf-8")
+    assert re.search(r"\| 0 \| checkpoint-500 \| 500 \| all \| official \| 37\.5% \[\d+\.\d, \d+\.\d\] \|", markdown)
+    assert "| 2 | checkpoint-1500 | 1500 | all | official |  |  |  |  | failed | CUDA out of memory |" in markdown
+    png = paths[2].read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+
+
+def test_jobs_without_steps_get_no_plot(tmp_path):
+    samples = make_samples({"p": ["call", "tool"]})
+    for number, constraint in enumerate(("outlines", "none")):
+        write_job(tmp_path, number, [f"decoding.constraint={constraint}"], samples, complete_job(None))
+    paths = write_leaderboard(tmp_path)
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md"]
+    board = pl.read_parquet(paths[0])
+    assert board["model_path"].unique().to_list() == ["/models/tiny"], "from run.json when job.json has none"
+    assert board["step"].null_count() == board.height
+
+
+def test_plot_separates_configurations(tmp_path):
+    # Checkpoints x constraints: one line per constraint, and still one PNG.
+    for number, (step, constraint) in enumerate([(5, "outlines"), (5, "none"), (9, "outlines"), (9, "none")]):
+        path = f"/c/checkpoint-{step}"
+        write_job(tmp_path, number, [f"model.path={path}", f"decoding.constraint={constraint}"],
+                  make_samples({"p": ["call", "wrong"][: 1 + number % 2], "c": ["tool"]}), complete_job(path))
+    paths = write_leaderboard(tmp_path)
+    assert paths[-1].name == "leaderboard.png" and paths[-1].read_bytes().startswith(PNG_MAGIC)
+    assert build_leaderboard(tmp_path)["step"].to_list()[::6] == [5, 5, 9, 9]
+
+
+def test_jobs_ordered_by_number_and_missing_job_json(tmp_path):
+    samples = make_samples({"p": ["call"]})
+    write_job(tmp_path, 10, ["model.path=/c/checkpoint-10"], samples, complete_job("/c/checkpoint-10"))
+    write_job(tmp_path, 2, ["model.path=/c/checkpoint-2"])  # Hydra started it; it never finished
+    board = build_leaderboard(tmp_path)
+    assert board["job"].unique(maintain_order=True).to_list() == [2, 10]
+    killed = board.filter(job=2).row(0, named=True)
+    assert (killed["status"], killed["reason"]) == ("failed", NO_JOB_JSON)
+    assert (killed["model_path"], killed["step"]) == ("/c/checkpoint-2", 2), "read from .hydra/overrides.yaml"
+
+
+@pytest.mark.parametrize("job,break_files,reason", [
+    (complete_job("/c/checkpoint-1"), lambda d: (d / "samples.parquet").unlink(), "samples.parquet is missing"),
+    (complete_job("/c/checkpoint-1"), lambda d: (d / "samples.parquet").write_bytes(b"not parquet"),
+     "results are unreadable"),
+    ({"status": "running"}, lambda d: None, "job.json has status 'running'"),
+    ({"status": "failed", "reason": None, "returncode": -9}, lambda d: None, "exit code -9"),
+], ids=["complete_without_samples", "corrupt_samples", "unknown_status", "failed_without_reason"])
+def test_broken_jobs_become_failed_rows(tmp_path, job, break_files, reason):
+    job_dir = write_job(tmp_path, 0, ["model.path=/c/checkpoint-1"], make_samples({"p": ["call"]}), job)
+    break_files(job_dir)
+    rows = build_leaderboard(tmp_path)
+    assert rows["status"].to_list() == ["failed", "failed"]
+    assert reason in rows["reason"][0]
+
+
+def test_not_a_sweep_dir(tmp_path):
+    with pytest.raises(GradingError, match="holds no numbered job dirs"):
+        build_leaderboard(tmp_path)

@@ -1,0 +1,78 @@
+"""Re-grading: a finished run reproduces itself exactly, stale grades are fixed, sweeps too."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from grading.errors import GradingError
+from grading.regrade import main, regrade_run, regrade_sweep
+from grading.report import read_metadata
+from tests.grading.conftest import RUN_FACTS, make_samples, write_run
+
+OUTCOMES = {"p": ["call", "tool", "params", "invalid"], "r": ["call", "failed", "wrong"], "c": ["call"]}
+
+
+def test_regrade_reproduces_a_finished_run_exactly(tmp_path):
+    run = write_run(tmp_path / "run", make_samples(OUTCOMES))
+    before = {name: pl.read_parquet(run / name) for name in ("samples.parquet", "metrics.parquet")}
+    markdown = (run / "metrics.md").read_text(encoding="utf-8")
+    metrics = regrade_run(run)
+    assert metrics.equals(before["metrics.parquet"])
+    for name, frame in before.items():
+        assert pl.read_parquet(run / name).equals(frame), name
+        assert read_metadata(run / name) == RUN_FACTS, f"{name} keeps the run facts"
+    assert (run / "metrics.md").read_text(encoding="utf-8") == markdown
+
+
+def test_regrade_replaces_stale_grades(tmp_path):
+    run = write_run(tmp_path / "run", make_samples(OUTCOMES))
+    expected = pl.read_parquet(run / "metrics.parquet")
+    # An older grader marked every tool wrong; its numbers are on disk.
+    stale = make_samples(OUTCOMES).with_columns(pl.lit(False).alias("official_tool_ok"))
+    write_run(run, stale)
+    assert not pl.read_parquet(run / "metrics.parquet").equals(expected)
+    assert regrade_run(run).equals(expected)
+    assert pl.read_parquet(run / "metrics.parquet").equals(expected)
+    assert pl.read_parquet(run / "samples.parquet")["official_tool_ok"].sum() == 4
+
+
+def test_regrade_without_metrics_uses_the_samples_facts(tmp_path):
+    run = write_run(tmp_path / "run", make_samples(OUTCOMES))
+    (run / "metrics.parquet").unlink()
+    regrade_run(run)
+    assert read_metadata(run / "metrics.parquet") == RUN_FACTS
+
+
+def test_regrade_sweep_regrades_complete_jobs_and_writes_the_leaderboard(sweep_dir):
+    job = sweep_dir / "0"
+    expected = pl.read_parquet(job / "metrics.parquet")
+    (job / "metrics.parquet").unlink()
+    paths = regrade_sweep(sweep_dir)
+    assert pl.read_parquet(job / "metrics.parquet").equals(expected)
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png"]
+    assert not (sweep_dir / "2" / "metrics.parquet").exists(), "a failed job is left alone"
+
+
+def test_cli_on_a_run_prints_the_metrics(tmp_path, capsys):
+    run = write_run(tmp_path / "run", make_samples(OUTCOMES))
+    assert main([str(run)]) == 0
+    assert "| all | official | 8 | 50.0% | 50.0% | 37.5% | 75.0% | 100.0% | 1 |" in capsys.readouterr().out
+
+
+def test_cli_on_a_sweep_prints_the_leaderboard(sweep_dir, capsys):
+    assert main([str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "| 2 | checkpoint-1500 | 1500 | all | official |" in out and "CUDA out of memory" in out
+    assert str(sweep_dir / "leaderboard.png") in out
+
+
+@pytest.mark.parametrize("make", [lambda p: p, lambda p: p / "missing"], ids=["empty_dir", "no_such_dir"])
+def test_cli_refuses_other_folders(tmp_path, capsys, make):
+    assert main([str(make(tmp_path))]) == 2
+    assert "is neither a run dir (no samples.parquet) nor a sweep dir" in capsys.readouterr().err
+
+
+def test_regrade_run_needs_samples(tmp_path):
+    with pytest.raises(GradingError, match="holds no samples.parquet"):
+        regrade_run(tmp_path)

@@ -1,0 +1,111 @@
+"""Multirun sweeps: one process per job, failed jobs recorded, leaderboard, SLURM via submitit locally."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import inference.cli  # noqa: F401  (registers the config schema, as the entry point does)
+from inference.gold import gold_outputs, write_predictions
+from inference.petoolbench import load_petoolbench
+from inference.sweep import checkpoint_dirs, checkpoint_step, failure_reason, visible_devices
+from tests.conftest import REPO, SAMPLE
+
+
+def run_sweep(sweep_dir: Path, overrides: list[str], env=None, timeout=1500) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def linked_copy(model: Path, target: Path) -> Path:
+    """A second model folder without copying 260 MB: one symlink per file."""
+    target.mkdir(parents=True)
+    for f in model.iterdir():
+        (target / f.name).symlink_to(f)
+    return target
+
+
+@pytest.mark.parametrize("name,step", [("checkpoint-500", 500), ("step_20", 20), ("global_step7", 7),
+                                       ("final", None)], ids=["hf_trainer", "step_underscore", "global_step", "none"])
+def test_checkpoint_step(name, step):
+    assert checkpoint_step(Path("/runs/x") / name) == step
+
+
+def test_checkpoint_dirs_are_ordered_by_step(tmp_path):
+    for step in (1000, 50, 200):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "config.json").write_text("{}")
+    (tmp_path / "checkpoint-9").mkdir()  # no config.json: not a checkpoint
+    assert [p.name for p in checkpoint_dirs(tmp_path)] == ["checkpoint-50", "checkpoint-200", "checkpoint-1000"]
+
+
+def test_visible_devices_assigns_slots(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert [visible_devices(k, 1) for k in range(5)] == ["0", "1", "2", "3", "0"]
+    assert [visible_devices(k, 2) for k in range(3)] == ["0,1", "2,3", "0,1"]
+    assert visible_devices(0, 8) is None
+
+
+@pytest.mark.parametrize("code,log,reason", [
+    (2, "noise\ntoolsweep: error: invalid configuration:\n  model.path ...", "invalid configuration:"),
+    (-9, "Processed prompts: 40%", "killed by SIGKILL (out of memory? the kernel's OOM killer sends SIGKILL)"),
+    (1, "Traceback\nRuntimeError: CUDA out of memory", "RuntimeError: CUDA out of memory"),
+], ids=["toolsweep_error", "sigkill", "traceback"])
+def test_failure_reason(code, log, reason):
+    assert failure_reason(code, log) == reason
+
+
+@pytest.mark.vllm
+def test_three_job_sweep_one_failed(tmp_path, embedded_model, scratch_env):
+    """Embedded model, a second model folder and a folder that is not a model: two jobs complete,
+    one fails with its reason, and the leaderboard holds every job x setting x parser."""
+    second = linked_copy(embedded_model, tmp_path / "ckpts" / "checkpoint-200")
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, [f"model.path={embedded_model},{second},{not_a_model}", "dataset.limit=1",
+                             "dataset.settings=[p,r]"], env=scratch_env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    jobs = [json.loads((sweep / str(k) / "job.json").read_text()) for k in range(3)]
+    assert [j["status"] for j in jobs] == ["complete", "complete", "failed"]
+    assert "is not a model folder: it has no config.json" in jobs[2]["reason"]
+    board = pl.read_parquet(sweep / "leaderboard.parquet")
+    complete = board.filter(status="complete")
+    assert complete.select("job", "setting", "parser").sort("job", "setting", "parser").rows() == sorted(
+        (j, s, p) for j in (0, 1) for s in ("p", "r", "all") for p in ("official", "json"))
+    assert board.filter(status="failed")["reason"].str.contains("not a model folder").all()
+    assert board.filter(job=1)["step"].unique().to_list() == [200]
+    assert (sweep / "leaderboard.md").is_file() and (sweep / "leaderboard.png").is_file()
+    # both model folders hold the same weights: greedy decoding must agree sample for sample
+    outputs = [pl.read_parquet(sweep / str(k) / "samples.parquet")["output"].to_list() for k in (0, 1)]
+    assert outputs[0] == outputs[1]
+
+
+def test_slurm_launcher_config_runs_through_submitit_local(tmp_path):
+    """The SLURM launcher's settings, run by submitit's local executor, on two replay jobs."""
+    gold = gold_outputs(load_petoolbench(SAMPLE, ["p"]))
+    full = write_predictions(gold, tmp_path / "full.jsonl")
+    half = write_predictions(gold.head(5), tmp_path / "half.jsonl")
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, ["hydra/launcher=slurm_local", "engine=replay", f"engine.predictions={full},{half}",
+                             "dataset.settings=[p]"], timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (sweep / ".submitit").is_dir()
+    board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="p", parser="official")
+    assert board.sort("job")["tool_acc"].to_list() == [1.0, 0.5]
+
+
+def test_slurm_config_composes_with_gpus_per_task_from_tensor_parallel():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["hydra/launcher=slurm", "model.tensor_parallel_size=4"],
+                      return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert launcher.gpus_per_node == 4 and launcher.cpus_per_task == 16 and launcher.array_parallelism == 64
