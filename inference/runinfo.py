@@ -78,3 +78,13 @@ def write_run_json(run_dir: Path, facts: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(facts, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def write_state(run_dir: Path, status: str, reason: str | None = None) -> Path:
+    """state.json: running, complete or failed (with the reason), rewritten atomically."""
+    path = run_dir / "state.json"
+    tmp = path.with_name(".state.json.tmp")
+    tmp.write_text(json.dumps({"status": status, "reason": reason, "updated": time.time()}) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+    return path

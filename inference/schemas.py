@@ -14,6 +14,9 @@ from typing import Any
 
 from grading.canonical import canonical_json
 
+# Part of every generation's cache key: bump it when the schemas or their bounds change.
+SCHEMA_VERSION = 1
+
 # Declared parameter types disagree with some gold values (NUMBER given as "10" or "",
 # STRING given as 10, BOOLEAN given as "true"), so every type also admits the forms the
 # benchmark's gold uses; a schema that rejected gold calls would cap accuracy below 1.

@@ -36,10 +36,6 @@ class Generation:
     """Error class and message when the engine failed on this sample."""
 
 
-# finish reasons that make a sample a failure (graded wrong under every parser)
-FAILED_FINISH = ("length", "error", "missing")
-
-
 class Engine(Protocol):
     """The interface every engine implements."""
 

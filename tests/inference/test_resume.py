@@ -1,0 +1,95 @@
+"""Crash safety: SIGKILL a real vLLM run at five points; each rerun completes with identical results."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import REPO
+
+# TOOLSWEEP_KILL_TEST_ARGS swaps the data, e.g. "dataset=petoolbench dataset.path=... dataset.limit=10"
+DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=2"))
+ARGS = [*DATA_ARGS, "engine.shard_size=2", "engine.cache=false"]
+
+# (id, marker on stderr, pause there?, seconds to wait before SIGKILL)
+KILL_POINTS = [
+    ("model_load", "loading model", False, 2.0),
+    ("mid_shard", "shard 2/", False, 2.0),
+    ("between_shards", "shard 1/", True, 0.0),
+    ("after_last_shard", "writing reports", True, 0.0),
+    ("during_final_write", "wrote samples.parquet", True, 0.0),
+]
+
+
+def _command(run_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", *ARGS]
+
+
+def _kill_at(run_dir: Path, env: dict[str, str], marker: str, pause: bool, delay: float) -> str:
+    """Start a run, SIGKILL its process group once `marker` (+ delay) is reached; return its stderr."""
+    env = {**env, **({"TOOLSWEEP_PAUSE_AT": marker, "TOOLSWEEP_PAUSE_S": "120"} if pause else {})}
+    child = subprocess.Popen(_command(run_dir), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen = []
+    deadline = time.time() + 900
+    for line in child.stderr:
+        seen.append(line)
+        if marker in line and line.startswith("[toolsweep]"):
+            time.sleep(delay)
+            break
+        assert time.time() < deadline, "marker never reached"
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    return "".join(seen)
+
+
+def _rows(run_dir: Path) -> pl.DataFrame:
+    return pl.read_parquet(run_dir / "samples.parquet").select("sample_id", "output", "finish_reason", "failure")
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, embedded_model, scratch_env):
+    run_dir = tmp_path_factory.mktemp("baseline") / "run"
+    done = subprocess.run(_command(run_dir), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("marker,pause,delay", [k[1:] for k in KILL_POINTS], ids=[k[0] for k in KILL_POINTS])
+def test_killed_run_resumes_to_identical_results(tmp_path, baseline, scratch_env, marker, pause, delay):
+    run_dir = tmp_path / "run"
+    _kill_at(run_dir, scratch_env, marker, pause, delay)
+    assert json.loads((run_dir / "state.json").read_text())["status"] == "running"
+    assert not (run_dir / "run.json").exists()
+    parts = sorted(str(p) for p in (run_dir / "parts").glob("part-*.parquet")) if (run_dir / "parts").is_dir() else []
+    kept_before = pl.read_parquet(parts)["finish_reason"].is_in(["stop", "length"]).sum() if parts else 0
+    done = subprocess.run(_command(run_dir), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = _rows(run_dir)
+    assert resumed["sample_id"].is_unique().all()
+    assert resumed.equals(_rows(baseline))
+    assert pl.read_parquet(run_dir / "metrics.parquet").equals(pl.read_parquet(baseline / "metrics.parquet"))
+    facts = json.loads((run_dir / "run.json").read_text())
+    assert facts["generation"]["stored_hits"] == kept_before  # finished shards were not generated again
+    assert json.loads((run_dir / "state.json").read_text())["status"] == "complete"
+
+
+@pytest.mark.vllm
+def test_grading_only_rerun_makes_zero_engine_calls(tmp_path, baseline, scratch_env):
+    """Rerunning a finished run (here with a different error threshold, a grading-side change)."""
+    done = subprocess.run([*_command(baseline), "max_error_rate=0.5"], cwd=REPO, env=scratch_env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads((baseline / "run.json").read_text())
+    assert facts["generation"]["engine_calls"] == 0 and "model_load" not in facts["wall_s"]
