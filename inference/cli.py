@@ -11,7 +11,6 @@ import os
 # Runs are offline by design: no hub look-ups, whatever the caller's environment says.
 for _switch in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_switch] = "1"
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -121,8 +121,10 @@ def attach_schemas(samples: pl.DataFrame, constraint: str) -> pl.DataFrame:
         pl.Series("schema_id", [b[1] for b in built], dtype=pl.String))
     joined = samples.join(table, on="tools", how="left", maintain_order="left")
     backend = "outlines" if constraint == "none" else constraint
-    covered = [gold_fits(s, t, p, backend) for s, t, p in
-               joined.select("schema_json", "gold_tool", "gold_params").iter_rows()]
+    # The settings of one record share schema and gold: validate each distinct pair once.
+    checks = joined.select("schema_json", "gold_tool", "gold_params").unique(maintain_order=True)
+    fits = {row: gold_fits(*row, backend) for row in checks.iter_rows()}
+    covered = [fits[row] for row in joined.select("schema_json", "gold_tool", "gold_params").iter_rows()]
     return joined.with_columns(pl.Series("gold_in_schema", covered, dtype=pl.Boolean))
 
 

@@ -107,9 +107,13 @@ def _stream(command: list[str], env: dict[str, str], log_path: Path) -> tuple[in
 
 def failure_reason(returncode: int, log: str) -> str:
     """One line saying why a job failed: toolsweep's own message, a signal, or the last error line."""
-    for line in reversed(log.splitlines()):
-        if line.startswith(_ERROR_PREFIX):
-            return line[len(_ERROR_PREFIX):].strip()
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(_ERROR_PREFIX)]
+    if starts:
+        # a multi-line message (every config problem) continues on indented lines
+        first = starts[-1]
+        rest = [ln.strip() for ln in lines[first + 1:] if ln.startswith((" ", "\t"))]
+        return " ".join([lines[first][len(_ERROR_PREFIX):].strip(), *rest])[:2000]
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if name == "SIGKILL" else ""

@@ -29,8 +29,13 @@ def embedded_model() -> Path:
 
 
 @pytest.fixture(scope="session")
-def scratch_env(tmp_path_factory) -> dict[str, str]:
+def scratch_env(tmp_path_factory, embedded_model) -> dict[str, str]:
     """Environment for child processes: vLLM caches and temp files under pytest's tmp dir."""
+    from inference.models import cache_root
+
     root = tmp_path_factory.mktemp("scratch")
+    # A fresh toolsweep cache (no generations from earlier sessions), sharing the converted models.
+    (root / "cache").mkdir()
+    (root / "cache" / "models").symlink_to(cache_root() / "models", target_is_directory=True)
     return {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
-            "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+            "TOOLSWEEP_CACHE": str(root / "cache"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}

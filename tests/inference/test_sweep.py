@@ -52,7 +52,8 @@ def test_visible_devices_assigns_slots(monkeypatch):
 
 
 @pytest.mark.parametrize("code,log,reason", [
-    (2, "noise\ntoolsweep: error: invalid configuration:\n  model.path ...", "invalid configuration:"),
+    (2, "noise\ntoolsweep: error: invalid configuration:\n  model.path 'x' is bad\n  dataset.limit bad\nafter",
+     "invalid configuration: model.path 'x' is bad dataset.limit bad"),
     (-9, "Processed prompts: 40%", "killed by SIGKILL (out of memory? the kernel's OOM killer sends SIGKILL)"),
     (1, "Traceback\nRuntimeError: CUDA out of memory", "RuntimeError: CUDA out of memory"),
 ], ids=["toolsweep_error", "sigkill", "traceback"])
@@ -69,7 +70,7 @@ def test_three_job_sweep_one_failed(tmp_path, embedded_model, scratch_env):
     not_a_model.mkdir()
     sweep = tmp_path / "sweep"
     done = run_sweep(sweep, [f"model.path={embedded_model},{second},{not_a_model}", "dataset.limit=1",
-                             "dataset.settings=[p,r]"], env=scratch_env)
+                             "dataset.settings=[p,r]", "engine.cache=false"], env=scratch_env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     jobs = [json.loads((sweep / str(k) / "job.json").read_text()) for k in range(3)]
     assert [j["status"] for j in jobs] == ["complete", "complete", "failed"]
