@@ -65,6 +65,8 @@ class EngineConfig:
     """vLLM: share of GPU memory for weights and KV cache."""
     max_num_seqs: int = 256
     """vLLM: sequences decoded together."""
+    max_num_batched_tokens: Optional[int] = None
+    """vLLM: tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
     cpu_kvcache_gib: int = 2
     """vLLM on CPU: KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE)."""
     batch_size: int = 1

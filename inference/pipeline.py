@@ -95,7 +95,8 @@ def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: lis
                       temperature=cfg.decoding.temperature, seed=cfg.engine.seed,
                       enforce_eager=cfg.engine.enforce_eager,
                       gpu_memory_utilization=cfg.engine.gpu_memory_utilization,
-                      max_num_seqs=cfg.engine.max_num_seqs, cpu_kvcache_gib=cfg.engine.cpu_kvcache_gib,
+                      max_num_seqs=cfg.engine.max_num_seqs,
+                      max_num_batched_tokens=cfg.engine.max_num_batched_tokens, cpu_kvcache_gib=cfg.engine.cpu_kvcache_gib,
                       compile_timeout_s=cfg.decoding.compile_timeout_s, quiet=cfg.quiet)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from inference.engines import Generation, Request
 from inference.errors import EngineError
+from inference.models import cache_root
 from inference.schemas import backend_schema, outlines_regex
 
 
@@ -36,6 +37,7 @@ def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int, quiet: b
     os.environ["VLLM_REGEX_COMPILATION_TIMEOUT_S"] = str(compile_timeout_s)
     # Compiled Outlines indexes persist on disk, shared by the jobs of a sweep.
     os.environ.setdefault("VLLM_V1_USE_OUTLINES_CACHE", "1")
+    os.environ.setdefault("OUTLINES_CACHE_DIR", str(cache_root() / "outlines"))
     return on_cpu
 
 
@@ -46,6 +48,7 @@ class VLLMEngine:
                  lora: str | None, max_lora_rank: int,
                  tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
                  enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
+                 max_num_batched_tokens: int | None,
                  cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> None:
         on_cpu = configure_environment(cpu_kvcache_gib, compile_timeout_s, quiet)
         try:
@@ -57,6 +60,8 @@ class VLLMEngine:
         self.backend = constraint
         self._max_new_tokens, self._temperature, self._seed = max_new_tokens, temperature, seed
         options: dict[str, Any] = {}
+        if max_num_batched_tokens:
+            options["max_num_batched_tokens"] = max_num_batched_tokens
         self._lora = None
         if lora:
             from vllm.lora.request import LoRARequest
