@@ -22,15 +22,15 @@ from typing import Any, Sequence
 
 from hydra.experimental.callback import Callback
 
+from grading.sweep import parse_step
+
 CHILD_FLAG = "TOOLSWEEP_SWEEP_CHILD"
-_STEP = re.compile(r"(?:checkpoint|global_step|step)[-_]?(\d+)$", re.IGNORECASE)
 _ERROR_PREFIX = "toolsweep: error: "
 
 
 def checkpoint_step(path: str | Path) -> int | None:
     """The training step in a folder name like checkpoint-500, step_500 or global_step500."""
-    match = _STEP.search(Path(path).name)
-    return int(match.group(1)) if match else None
+    return parse_step(str(path))
 
 
 def checkpoint_dirs(root: Path, pattern: str = "checkpoint-*") -> list[Path]:
