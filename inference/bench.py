@@ -66,7 +66,7 @@ def bench_end_to_end(data: Path, out: Path, records: int) -> dict[str, Any]:
     """toolsweep (vLLM batch, constrained) against the paper's pipeline on the same samples."""
     common = ["dataset=petoolbench", f"dataset.path={data}", f"dataset.limit={records}"]
     ours = run_cli(out / "toolsweep", common)
-    paper = run_cli(out / "paper", [*common, "engine=transformers", "decoding.constraint=none", "engine.batch_size=1"])
+    paper = run_cli(out / "paper", [*common, "engine=transformers", "decoding.constraint=none"])
     result = {}
     for name, facts, folder in (("toolsweep", ours, out / "toolsweep"), ("paper_pipeline", paper, out / "paper")):
         n = facts["samples"]["generated"]

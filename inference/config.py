@@ -69,8 +69,6 @@ class EngineConfig:
     """vLLM: tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
     cpu_kvcache_gib: int = 2
     """vLLM on CPU: KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE)."""
-    batch_size: int = 1
-    """transformers: prompts per generate call (1, as in the paper's pipeline)."""
     seed: int = 0
     """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0)."""
     shard_size: int = 512
@@ -145,7 +143,6 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
               ("decoding.max_new_tokens", cfg.decoding.max_new_tokens, 1, False),
               ("model.tensor_parallel_size", cfg.model.tensor_parallel_size, 1, False),
               ("model.max_model_len", cfg.model.max_model_len, 2, True),
-              ("engine.batch_size", cfg.engine.batch_size, 1, False),
               ("engine.max_num_seqs", cfg.engine.max_num_seqs, 1, False),
               ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False),
               ("engine.shard_size", cfg.engine.shard_size, 1, False))

@@ -84,7 +84,7 @@ def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: lis
         return TransformersEngine(model_path=cfg.model.path, constraint=cfg.decoding.constraint,
                                   dtype=cfg.model.dtype, max_new_tokens=cfg.decoding.max_new_tokens,
                                   temperature=cfg.decoding.temperature, seed=cfg.engine.seed,
-                                  batch_size=cfg.engine.batch_size, quiet=cfg.quiet)
+                                  quiet=cfg.quiet)
     from inference.engines.vllm_offline import VLLMEngine
 
     return VLLMEngine(model_path=cfg.model.path, constraint=cfg.decoding.constraint,

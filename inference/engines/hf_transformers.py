@@ -1,7 +1,7 @@
 """transformers engine: Hugging Face `generate`, constrained through the `outlines` library.
 
-For machines without vLLM. Greedy, one prompt at a time by default (`engine.batch_size`),
-as the PEToolBench paper's own pipeline runs. The constraint is the same compact regex the
+For machines without vLLM. Greedy, one prompt at a time, as the
+PEToolBench paper's own pipeline runs. The constraint is the same compact regex the
 vLLM engine uses, compiled by the chosen backend (outlines_core, xgrammar or llguidance).
 """
 
@@ -22,13 +22,13 @@ class TransformersEngine:
     """A local model folder loaded with transformers, on the GPU when there is one."""
 
     def __init__(self, *, model_path: str, constraint: str, dtype: str, max_new_tokens: int,
-                 temperature: float, seed: int, batch_size: int, quiet: bool) -> None:
+                 temperature: float, seed: int, quiet: bool) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.backend = constraint
         self._constraint, self._max_new_tokens = constraint, max_new_tokens
-        self._temperature, self._batch_size, self._quiet = temperature, batch_size, quiet
+        self._temperature, self._quiet = temperature, quiet
         torch.manual_seed(seed)
         self._device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
