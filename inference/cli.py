@@ -87,6 +87,10 @@ def _generate(cfg: ToolsweepConfig, run_dir: Path, requests: list, max_len: int 
     sample_ids = prompts.get_column("sample_id").to_list()
     if cfg.engine.name == "replay":
         engine = pipeline.make_engine(cfg, max_len, sample_ids)
+        if engine.missing:
+            shown = ", ".join(engine.missing[:20]) + (" ..." if len(engine.missing) > 20 else "")
+            pipeline.marker(f"replay: {len(engine.missing)} samples have no prediction and count as wrong "
+                            f"(failure 'missing'): {shown}")
         return engine.generate(requests), {"engine_calls": 0, "stored_hits": 0, "shards": 0,
                                            "backend": engine.backend}
     context = pipeline.run_context(cfg)

@@ -66,6 +66,7 @@ def test_replay_rejects_unknown_and_duplicate_ids_and_counts_missing(tmp_path):
     write_predictions(good.head(4), preds)
     done = run_toolsweep(tmp_path / "c", ["engine=replay", f"engine.predictions={preds}", "dataset.settings=[p]"])
     assert done.returncode == 0, done.stderr
+    assert "replay: 6 samples have no prediction and count as wrong (failure 'missing'): p-900005," in done.stderr
     samples = pl.read_parquet(tmp_path / "c" / "samples.parquet")
     assert samples["failure"].value_counts().sort("failure").rows() == [(None, 4), ("missing", 6)]
     assert pl.read_parquet(tmp_path / "c" / "metrics.parquet").filter(setting="p")["tool_acc"][0] == 0.4
