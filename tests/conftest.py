@@ -34,7 +34,7 @@ def scratch_env(tmp_path_factory, embedded_model) -> dict[str, str]:
     from inference.models import cache_root
 
     root = tmp_path_factory.mktemp("scratch")
-    # A fresh toolsweep cache (no generations from earlier sessions), sharing the converted models.
+    # A fresh toolsweep cache (no generations from earlier runs), sharing the converted models.
     (root / "cache").mkdir()
     (root / "cache" / "models").symlink_to(cache_root() / "models", target_is_directory=True)
     return {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
