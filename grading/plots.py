@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from grading.errors import GradingError
+from grading.files import atomic_write
 
 PLOT_PARSER = "official"
 # Metric -> (legend label, colour); format_valid is left out, it is near 100% under constraints.
@@ -59,10 +59,7 @@ def plot_accuracy_by_step(board: pl.DataFrame, path: Path, title: str) -> Path:
     legend_cols = min(len(labels), 3 if rows["_variant"].n_unique() == 1 else 2)
     fig.legend(handles, labels, loc="outside lower center", ncols=legend_cols, frameon=False)
     fig.suptitle(title)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
 
 
 def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str) -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grading.files import atomic_write
 from grading.grades import grade_schema
 from grading.metrics import METRIC_COLUMNS
 from grading.parsers import PARSERS
@@ -52,10 +51,7 @@ def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataTyp
     if metadata:
         kv = {k: json.dumps(v, default=str) for k, v in metadata.items()}
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kv})
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grading.files import atomic_write, atomic_write_text
 from inference.engines import Generation, Request
 
 PART_SCHEMA = pa.schema([("cache_key", pa.string()), ("sample_id", pa.string()), ("output", pa.string()),
@@ -47,7 +47,7 @@ def file_digest(path: Path, memo_dir: Path | None) -> str:
     value = digest.hexdigest()
     if memo is not None:
         memo.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write_text(memo, value)
+        atomic_write_text(memo, value)
     return value
 
 
@@ -134,12 +134,4 @@ def _read_parts(folder: Path, wanted: set[str]) -> list[dict[str, Any]]:
 
 
 def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))

