@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
-from grading.metrics import METRICS, POOLED, metric_column
+from grading.metrics import CORE_METRICS, METRICS, POOLED, metric_column
 from grading.parsers import PARSERS
 from grading.report import markdown_table, percent, percent_ci, write_table
 from grading.stats import mcnemar_exact, paired_bootstrap_ci
@@ -30,6 +30,7 @@ FLIP_SCHEMA: dict[str, pl.DataType] = {
     "direction": pl.String,
 }
 _GRADE_COLUMNS = [metric_column(p, m) for p in PARSERS for m in METRICS]
+_CORE_COLUMNS = [metric_column(p, m) for p in PARSERS for m in CORE_METRICS]
 # How many unmatched ids an error message lists per side; the counts are always given.
 _LISTED_IDS = 20
 
@@ -46,7 +47,7 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     settings = [*paired["setting"].unique(maintain_order=True).to_list(), POOLED]
     rows = [_compare_cell(paired if s == POOLED else paired.filter(pl.col("setting") == s), s, p, m)
             for s in settings for p in PARSERS for m in METRICS]
-    comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row")
+    comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row").filter(pl.col("n") > 0)
     return comparison, _flips(paired)
 
 
@@ -81,7 +82,7 @@ def _check_table(name: str, frame: pl.DataFrame) -> None:
     if dupes:
         raise GradingError(f"samples of run {name} repeat sample_ids {dupes[:_LISTED_IDS]}; "
                            "each sample must appear once")
-    nulls = [c for c in _GRADE_COLUMNS if frame[c].null_count()]
+    nulls = [c for c in _CORE_COLUMNS if frame[c].null_count()]
     if nulls:
         raise GradingError(f"samples of run {name} have null grades in {nulls}; re-grade the run "
                            "with toolsweep-grade RUN_DIR")
@@ -89,9 +90,15 @@ def _check_table(name: str, frame: pl.DataFrame) -> None:
 
 def _compare_cell(paired: pl.DataFrame, setting: str, parser: str, metric: str) -> tuple:
     column = metric_column(parser, metric)
-    a = paired[column].to_numpy().astype(bool)
-    b = paired[f"{column}_b"].to_numpy().astype(bool)
-    a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    # Metrics a benchmark defines for some samples only (an argument group) pair those samples.
+    both = paired.filter(pl.col(column).is_not_null() & pl.col(f"{column}_b").is_not_null())
+    a = both[column].cast(pl.Float64).to_numpy()
+    b = both[f"{column}_b"].cast(pl.Float64).to_numpy()
+    if a.size == 0:
+        return (setting, parser, metric, 0, None, None, None, None, None, 0, 0, None)
+    # A sample counts for the run that scored it higher; for 0/1 grades this is McNemar's
+    # discordant pairs, for fractional scores the exact test is the sign test.
+    a_only, b_only = int(np.sum(a > b)), int(np.sum(b > a))
     acc_a, acc_b = float(a.mean()), float(b.mean())
     low, high = paired_bootstrap_ci(a, b)
     return (setting, parser, metric, a.size, acc_a, acc_b, acc_b - acc_a, low, high,
@@ -104,10 +111,10 @@ def _flips(paired: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flips_of(paired: pl.DataFrame, parser: str, metric: str) -> pl.DataFrame:
-    column = metric_column(parser, metric)
-    return paired.filter(pl.col(column) != pl.col(f"{column}_b")).select(
+    a, b = pl.col(metric_column(parser, metric)).cast(pl.Float64), pl.col(f"{metric_column(parser, metric)}_b").cast(pl.Float64)
+    return paired.filter(a != b).select(
         "sample_id", "setting", pl.lit(parser).alias("parser"), pl.lit(metric).alias("metric"),
-        pl.when(pl.col(f"{column}_b")).then(pl.lit("gained")).otherwise(pl.lit("lost")).alias("direction"))
+        pl.when(b > a).then(pl.lit("gained")).otherwise(pl.lit("lost")).alias("direction"))
 
 
 def format_comparison(comparison: pl.DataFrame) -> str:

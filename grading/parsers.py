@@ -75,6 +75,22 @@ def parse_json(output: str | None) -> ParsedCall:
     return _failed("no_call")
 
 
+def parse_whole_json(output: str | None) -> ParsedCall:
+    """Strict parser: the whole answer (surrounding whitespace aside) is one JSON object with
+    a top-level `tool_name`. The `official` reading for benchmarks whose own pipelines take
+    the call as structured output rather than searching text for it.
+    """
+    if not output or not output.strip():
+        return _failed("empty")
+    try:
+        call = json.loads(output)
+    except json.JSONDecodeError:
+        return _failed("json_decode")
+    if not isinstance(call, dict) or "tool_name" not in call:
+        return _failed("no_tool_name")
+    return ParsedCall(ok=True, tool_name=call["tool_name"], parameters=call.get("parameters"))
+
+
 def _decode_nested(parameters: Any) -> Any:
     if isinstance(parameters, str):
         try:
@@ -86,7 +102,15 @@ def _decode_nested(parameters: Any) -> Any:
     return parameters
 
 
-PARSER_FUNCS: dict[str, Callable[[str | None], ParsedCall]] = {
-    "official": parse_official,
-    "json": parse_json,
+# The `official` parser of a sample is the one its benchmark declares (grading.rules).
+OFFICIAL_PARSER_FUNCS: dict[str, Callable[[str | None], ParsedCall]] = {
+    "tool_name_regex": parse_official,
+    "whole_json": parse_whole_json,
 }
+
+
+def parse(parser: str, official_parser: str, output: str | None) -> ParsedCall:
+    """Parse `output` with `parser` ("official": the benchmark's declared one, or "json")."""
+    if parser == "json":
+        return parse_json(output)
+    return OFFICIAL_PARSER_FUNCS[official_parser](output)

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from grading.files import atomic_write
 from grading.grades import grade_schema
-from grading.metrics import METRIC_COLUMNS
+from grading.metrics import CORE_METRICS, METRIC_COLUMNS, METRICS, REFUSAL_METRICS
 from grading.parsers import PARSERS
 
 # samples.parquet: generation columns written by inference, then the grades.
@@ -26,8 +26,15 @@ SAMPLE_SCHEMA: dict[str, pl.DataType] = {
     "finish_reason": pl.String,
     "failure": pl.String,
     "error": pl.String,
-    "gold_tool": pl.String,
+    "gold_tool": pl.String,     # null: the right answer is to refuse
     "gold_params": pl.String,
+    # how this sample is compared with its gold, as its benchmark declares (grading.rules)
+    "official_parser": pl.String,
+    "name_rule": pl.String,
+    "value_rule": pl.String,
+    "params_rule": pl.String,
+    "tool_apps": pl.String,
+    "param_groups": pl.String,
     "gold_in_schema": pl.Boolean,
     "schema_id": pl.String,
     "history_dropped": pl.Int64,
@@ -71,9 +78,13 @@ def read_metadata(path: Path) -> dict[str, Any]:
 
 
 def format_table(metrics: pl.DataFrame) -> str:
-    """A Markdown table of the metrics, percentages with one decimal."""
-    cols = ["setting", "parser", "n", "tool_acc", "param_acc", "call_acc", "format_valid",
-            "gold_schema_coverage", "n_failed"]
+    """A Markdown table of the metrics, percentages with one decimal.
+
+    Metrics the benchmark does not define (null in every row) are left out.
+    """
+    shown = [m for m in (*METRICS, *REFUSAL_METRICS)
+             if m in CORE_METRICS or metrics[m].null_count() < metrics.height]
+    cols = ["setting", "parser", "n", *shown, "gold_schema_coverage", "n_failed"]
     head = "| " + " | ".join(cols) + " |"
     rule = "|" + "|".join("---" for _ in cols) + "|"
     body = ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in metrics.iter_rows(named=True)]
@@ -81,6 +92,8 @@ def format_table(metrics: pl.DataFrame) -> str:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return f"{100 * value:.1f}%"
     return str(value)

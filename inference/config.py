@@ -18,7 +18,6 @@ from inference.models import check_model_dir
 
 CONSTRAINTS = ("outlines", "xgrammar", "guidance", "none")
 ENGINES = ("vllm", "transformers", "replay")
-DATASETS = ("petoolbench",)
 
 
 @dataclass
@@ -44,11 +43,11 @@ class ModelConfig:
 @dataclass
 class DatasetConfig:
     name: str = "petoolbench"
-    """Benchmark adapter that reads the files."""
+    """Benchmark adapter that reads the files: petoolbench, familytool or toolspectrum."""
     path: str = MISSING
-    """Benchmark file, or a folder holding it (or dataset_test/user_entries_test_{p,r,c}.json)."""
+    """The benchmark's file or folder (each conf/dataset/*.yaml says which)."""
     settings: list[str] = field(default_factory=lambda: ["p", "r", "c"])
-    """PEToolBench settings to run: p (preferred-only), r (ratings), c (chronological)."""
+    """Settings to run, a subset of the benchmark's (each conf/dataset/*.yaml lists them)."""
     limit: Optional[int] = None
     """Keep the first N records of each setting (None: all)."""
 
@@ -123,16 +122,20 @@ def validate(cfg: ToolsweepConfig) -> None:
 
 
 def _check_choices(cfg: ToolsweepConfig) -> list[str]:
+    from inference.adapters import adapters
+
+    benchmarks = adapters()
     problems = []
     for key, value, allowed in (("decoding.constraint", cfg.decoding.constraint, CONSTRAINTS),
                                 ("engine.name", cfg.engine.name, ENGINES),
-                                ("dataset.name", cfg.dataset.name, DATASETS)):
+                                ("dataset.name", cfg.dataset.name, tuple(benchmarks))):
         if value not in allowed:
             problems.append(f"{key} must be one of {list(allowed)}, got {value!r}")
-    bad = [s for s in cfg.dataset.settings if s not in ("p", "r", "c")]
-    if bad or not cfg.dataset.settings:
-        problems.append(f"dataset.settings must be a non-empty subset of ['p', 'r', 'c'], "
-                        f"got {list(cfg.dataset.settings)}")
+    known = list(benchmarks[cfg.dataset.name].settings) if cfg.dataset.name in benchmarks else []
+    bad = [s for s in cfg.dataset.settings if s not in known]
+    if known and (bad or not cfg.dataset.settings):
+        problems.append(f"dataset.settings must be a non-empty subset of {known} for "
+                        f"{cfg.dataset.name}, got {list(cfg.dataset.settings)}")
     elif len(set(cfg.dataset.settings)) != len(cfg.dataset.settings):
         problems.append(f"dataset.settings lists a setting twice: {list(cfg.dataset.settings)}")
     return problems
@@ -162,8 +165,10 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
 def _check_paths(cfg: ToolsweepConfig) -> list[str]:
     problems = []
     if not Path(cfg.dataset.path).expanduser().exists():
-        problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; set "
-                        "dataset.path=/path/to/user_entries_test.json")
+        from inference.adapters import adapters
+
+        hint = getattr(adapters().get(cfg.dataset.name), "path_hint", "the benchmark's file or folder")
+        problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; point dataset.path at {hint}")
     if cfg.engine.name == "replay":
         if not cfg.engine.predictions:
             problems.append("engine=replay needs engine.predictions=FILE (JSONL or Parquet of "

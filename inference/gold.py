@@ -12,11 +12,12 @@ from pathlib import Path
 
 import polars as pl
 
-from inference.petoolbench import SETTINGS, load_petoolbench
+from inference.adapters import adapters, load_dataset
+from inference.errors import DatasetError
 
 
 def gold_outputs(samples: pl.DataFrame) -> pl.DataFrame:
-    """`{sample_id, output}` rows whose output is the gold call as compact one-line JSON."""
+    """`{sample_id, output}` rows whose output is the gold call (or refusal) as compact one-line JSON."""
     outputs = [json.dumps({"tool_name": tool, "parameters": json.loads(params)},
                           ensure_ascii=False, separators=(",", ":"))
                for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
@@ -34,13 +35,20 @@ def write_predictions(predictions: pl.DataFrame, path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="toolsweep-gold", description=__doc__.splitlines()[0])
     parser.add_argument("dataset_path", type=Path, help="benchmark file or folder")
     parser.add_argument("out", type=Path, help="predictions file to write (.jsonl or .parquet)")
-    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated, e.g. p,r")
+    parser.add_argument("--dataset", default="petoolbench", choices=sorted(adapters()),
+                        help="benchmark adapter (dataset.name); default petoolbench")
+    parser.add_argument("--settings", default=None,
+                        help="comma-separated settings (default: all of the benchmark's), e.g. p,r")
     parser.add_argument("--limit", type=int, default=None, help="first N records of each setting")
     args = parser.parse_args(argv)
-    samples = load_petoolbench(args.dataset_path, args.settings.split(","), args.limit)
+    settings = args.settings.split(",") if args.settings else adapters()[args.dataset].settings
+    try:
+        samples = load_dataset(args.dataset, args.dataset_path, settings, args.limit)
+    except DatasetError as exc:
+        parser.exit(2, f"toolsweep-gold: error: {exc}\n")
     print(write_predictions(gold_outputs(samples), args.out))
 
 

@@ -14,7 +14,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from grading.canonical import canonical_json
+from grading.rules import Rules
+from inference.adapters import Adapter, raise_problems, read_json, sample_row, sample_table
 from inference.errors import DatasetError
 
 # setting code -> the record field holding that setting's complete system prompt
@@ -24,20 +25,9 @@ SETTINGS: dict[str, str] = {
     "c": "instruction_chronological",
 }
 _COMMON_FIELDS = ("entry_id", "query", "apis_candidate", "api_call_ground_truth")
-_MAX_LISTED = 40
-
-# The canonical sample table every adapter produces, and the prompt stage consumes.
-SAMPLE_TABLE_SCHEMA: dict[str, pl.DataType] = {
-    "sample_id": pl.String,   # "{setting}-{entry_id}", e.g. "r-17666"
-    "setting": pl.String,
-    "entry_id": pl.Int64,
-    "system": pl.String,      # the setting's instruction: history + candidate tools + format
-    "user": pl.String,        # the query
-    "tools": pl.String,       # candidate tools as a JSON list (the record's apis_candidate)
-    "gold_tool": pl.String,
-    "gold_params": pl.String,  # canonical JSON
-}
-
+# The paper's evaluation script: its regex finds the call, Python `==` compares the whole
+# parameter object, names are compared as written.
+RULES = Rules(official_parser="tool_name_regex", name_rule="exact", value_rule="exact", params_rule="whole")
 
 @dataclass(frozen=True)
 class _Source:
@@ -68,20 +58,9 @@ def resolve_sources(path: Path, settings: Iterable[str]) -> list[_Source]:
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The JSON array in `path`, or a DatasetError naming the file and what is wrong."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 (byte {exc.start}: {exc.object[exc.start:exc.start + 4]!r}); "
-                           "re-save the file as UTF-8.") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: "
-                           f"{exc.msg}.") from None
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON array of records, got {type(data).__name__}.")
-    if not data:
-        raise DatasetError(f"{path}: the file holds no records.")
     return data
 
 
@@ -110,7 +89,7 @@ def record_problems(record: Any, settings: tuple[str, ...]) -> list[str]:
     return []
 
 
-def _rows(source: _Source, records: list[Any], limit: int | None) -> tuple[list[dict], list[str]]:
+def _rows(source: _Source, records: list[Any]) -> tuple[list[dict], list[str]]:
     rows, problems, seen = [], [], set()
     for index, record in enumerate(records):
         entry = record.get("entry_id") if isinstance(record, dict) else None
@@ -120,45 +99,29 @@ def _rows(source: _Source, records: list[Any], limit: int | None) -> tuple[list[
             found.append(f"duplicate entry_id {entry}")
         seen.add(entry)
         problems += [f"{where}: {p}" for p in found]
-        if found:
-            continue
-        rows += [_row(record, s) for s in source.settings]
-    if limit is not None:
-        rows = [r for s in source.settings for r in [x for x in rows if x["setting"] == s][:limit]]
+        if not found:
+            rows += [_row(record, s) for s in source.settings]
     return rows, problems
 
 
 def _row(record: dict[str, Any], setting: str) -> dict[str, Any]:
     gold = record["api_call_ground_truth"]
-    return {
-        "sample_id": f"{setting}-{record['entry_id']}",
-        "setting": setting,
-        "entry_id": record["entry_id"],
-        "system": record[SETTINGS[setting]],
-        "user": record["query"],
-        "tools": record["apis_candidate"],
-        "gold_tool": gold["tool_name"],
-        "gold_params": canonical_json(gold["parameters"]),
-    }
+    return sample_row(setting=setting, entry_id=record["entry_id"], system=record[SETTINGS[setting]],
+                      user=record["query"], tools=json.loads(record["apis_candidate"]),
+                      gold_tool=gold["tool_name"], gold_params=gold["parameters"], rules=RULES)
 
 
 def load_petoolbench(path: str | Path, settings: Iterable[str], limit: int | None = None) -> pl.DataFrame:
     """The sample table for `settings`, the first `limit` records of each setting."""
+    settings = tuple(settings)
     rows, problems = [], []
     for source in resolve_sources(Path(path).expanduser(), settings):
-        source_rows, source_problems = _rows(source, read_records(source.path), limit)
+        source_rows, source_problems = _rows(source, read_records(source.path))
         rows += source_rows
         problems += source_problems
-    if problems:
-        shown = "\n  ".join(problems[:_MAX_LISTED])
-        more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
-        raise DatasetError(f"{len(problems)} bad record(s) in {path}:\n  {shown}{more}\n"
-                           "Fix or remove these records; nothing was run.")
-    return order_by_setting(pl.DataFrame(rows, schema=SAMPLE_TABLE_SCHEMA), settings)
+    raise_problems(problems, path)
+    return sample_table(rows, settings, limit)
 
 
-def order_by_setting(frame: pl.DataFrame, settings: Iterable[str]) -> pl.DataFrame:
-    """Rows grouped by setting in the configured order, file order kept within a setting."""
-    rank = {s: i for i, s in enumerate(settings)}
-    return frame.with_row_index("_i").sort(
-        pl.col("setting").replace_strict(rank, return_dtype=pl.Int32), "_i").drop("_i")
+ADAPTER = Adapter(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench, rules=RULES,
+                  path_hint="user_entries_test.json, or a folder with dataset_test/user_entries_test_{p,r,c}.json")

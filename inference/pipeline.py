@@ -18,7 +18,7 @@ from inference.config import ToolsweepConfig
 from inference.cache import GenerationStore
 from inference.engines import Engine, Generation, Request
 from inference.errors import ToolsweepError
-from inference.petoolbench import load_petoolbench
+from inference.adapters import load_dataset
 from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts
 from inference.schemas import SCHEMA_VERSION
 
@@ -34,7 +34,7 @@ class RunFailed(ToolsweepError):
 
 def load_samples(cfg: ToolsweepConfig) -> pl.DataFrame:
     """The canonical sample table of the configured benchmark."""
-    return load_petoolbench(cfg.dataset.path, cfg.dataset.settings, cfg.dataset.limit)
+    return load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, cfg.dataset.limit)
 
 
 def load_tokenizer(model_path: str) -> Any:

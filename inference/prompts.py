@@ -114,12 +114,12 @@ def _shorten(frame: pl.DataFrame, tokenizer: Any, fold: bool, budget: int) -> pl
 
 def attach_schemas(samples: pl.DataFrame, constraint: str) -> pl.DataFrame:
     """Add `schema_json` (order kept), `schema_id` and `gold_in_schema`, one build per candidate set."""
-    distinct = samples.select("tools").unique(maintain_order=True)
-    built = [_schema_row(tools) for tools in distinct.get_column("tools").to_list()]
+    distinct = samples.select("tools", "allow_refusal").unique(maintain_order=True)
+    built = [_schema_row(*row) for row in distinct.iter_rows()]
     table = distinct.with_columns(
         pl.Series("schema_json", [b[0] for b in built], dtype=pl.String),
         pl.Series("schema_id", [b[1] for b in built], dtype=pl.String))
-    joined = samples.join(table, on="tools", how="left", maintain_order="left")
+    joined = samples.join(table, on=["tools", "allow_refusal"], how="left", maintain_order="left")
     backend = "outlines" if constraint == "none" else constraint
     # The settings of one record share schema and gold: validate each distinct pair once.
     checks = joined.select("schema_json", "gold_tool", "gold_params").unique(maintain_order=True)
@@ -128,8 +128,8 @@ def attach_schemas(samples: pl.DataFrame, constraint: str) -> pl.DataFrame:
     return joined.with_columns(pl.Series("gold_in_schema", covered, dtype=pl.Boolean))
 
 
-def _schema_row(tools_json: str) -> tuple[str, str]:
-    schema = call_schema(json.loads(tools_json))
+def _schema_row(tools_json: str, allow_refusal: bool) -> tuple[str, str]:
+    schema = call_schema(json.loads(tools_json), allow_refusal)
     return compact_json(schema), schema_id(schema)
 
 

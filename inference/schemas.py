@@ -15,7 +15,7 @@ from typing import Any
 from grading.canonical import canonical_json
 
 # Part of every generation's cache key: bump it when the schemas or their bounds change.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Declared parameter types disagree with some gold values (NUMBER given as "10" or "",
 # STRING given as 10, BOOLEAN given as "true"), so every type also admits the forms the
@@ -24,12 +24,23 @@ _STRINGY = {"type": "string"}
 _NUMBER = {"type": "number"}
 _INTEGER = {"type": "integer"}
 _BOOLEAN = {"type": "boolean"}
+_SCALAR = {"anyOf": [_STRINGY, _NUMBER, _BOOLEAN]}
+# Containers hold scalars only: an open nested-JSON grammar is large, and no benchmark's
+# gold nests deeper. Gold values also give a container as a string ("a, b"), so strings stay.
+_ARRAY = {"type": "array", "items": _SCALAR}
+_OBJECT = {"type": "object", "additionalProperties": _SCALAR}
 TYPE_SCHEMAS: dict[str, list[dict[str, Any]]] = {
     "NUMBER": [_NUMBER, _STRINGY],
     "INTEGER": [_INTEGER, _STRINGY],
     "BOOLEAN": [_BOOLEAN, _STRINGY],
     "STRING": [_STRINGY, _INTEGER],
+    "ARRAY": [_ARRAY, _STRINGY, _INTEGER],
+    "OBJECT": [_OBJECT, _STRINGY, _INTEGER],
 }
+# Other benchmarks' spellings of the same types.
+for _alias, _type in (("FLOAT", "NUMBER"), ("INT", "INTEGER"), ("BOOL", "BOOLEAN"), ("STR", "STRING"),
+                      ("LIST", "ARRAY"), ("DICT", "OBJECT")):
+    TYPE_SCHEMAS[_alias] = TYPE_SCHEMAS[_type]
 _DEFAULT_TYPE = [_STRINGY, _INTEGER]  # string, ENUM, DATE, GEOPOINT, ...: free text
 
 # Bounds keep a small model from running away inside a value (an unclosed string eats the
@@ -68,13 +79,25 @@ def tool_branch(tool: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """The schema of one call to any of `tools` (duplicate tool names collapse to one branch)."""
+# Declining to call, where a benchmark scores refusals: both fields null.
+REFUSAL_BRANCH: dict[str, Any] = {
+    "type": "object",
+    "properties": {"tool_name": {"type": "null"}, "parameters": {"type": "null"}},
+    "required": ["tool_name", "parameters"],
+    "additionalProperties": False,
+}
+
+
+def call_schema(tools: list[dict[str, Any]], allow_refusal: bool = False) -> dict[str, Any]:
+    """The schema of one call to any of `tools` (duplicate tool names collapse to one branch),
+    or, with `allow_refusal`, of a refusal."""
     branches, seen = [], set()
     for tool in tools:
         if tool["tool_name"] not in seen:
             seen.add(tool["tool_name"])
             branches.append(tool_branch(tool))
+    if allow_refusal:
+        branches.append(REFUSAL_BRANCH)
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
