@@ -9,7 +9,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "datasets" / "sample" / "user_entries_sample.json"
-PETOOLBENCH = REPO.parent / "shared" / "data" / "petoolbench" / "user_entries_test.json"
+SHARED_DATA = REPO.parent / "shared" / "data"
+PETOOLBENCH = SHARED_DATA / "petoolbench" / "user_entries_test.json"
+FAMILYTOOL_SAMPLE = REPO / "datasets" / "familytool_sample"
+TOOLSPECTRUM_SAMPLE = REPO / "datasets" / "toolspectrum_sample"
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +21,25 @@ def petoolbench_file() -> Path:
     if not PETOOLBENCH.is_file():
         pytest.skip(f"PEToolBench data absent: {PETOOLBENCH} not found (it lives in ../shared/data)")
     return PETOOLBENCH
+
+
+def _shared(name: str) -> Path:
+    folder = SHARED_DATA / name
+    if not (folder / "SOURCE.md").is_file():
+        pytest.skip(f"{name} data absent: {folder} not found (it lives in ../shared/data)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def familytool_dir() -> Path:
+    """The real FamilyTool folder; tests that need it skip, saying so, where it is absent."""
+    return _shared("familytool")
+
+
+@pytest.fixture(scope="session")
+def toolspectrum_dir() -> Path:
+    """The real ToolSpectrum folder; tests that need it skip, saying so, where it is absent."""
+    return _shared("toolspectrum")
 
 
 @pytest.fixture(scope="session")

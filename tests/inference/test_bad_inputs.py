@@ -51,7 +51,7 @@ CASES = {
     "gold_not_candidate": (lambda t: _dataset(t, _mutated(
         lambda r: r[0]["api_call_ground_truth"].update(tool_name="<X>.<Y>.<Z>"))), "gold tool '<X>.<Y>.<Z>' is not among"),
     "unknown_setting": (lambda t: ["dataset.settings=[p,q]"],
-                        "dataset.settings must be a non-empty subset of ['p', 'r', 'c'], got ['p', 'q']"),
+                        "dataset.settings must be a non-empty subset of ['p', 'r', 'c'] for petoolbench, got ['p', 'q']"),
     "model_path_missing": (lambda t: ["model=local", f"model.path={t}/nope"], "nope' does not exist: toolsweep runs offline"),
     "model_path_not_a_model": (lambda t: ["model=local", f"model.path={t}"], "is not a model folder: it has no config.json"),
     "several_config_problems": (lambda t: ["decoding.constraint=lmfe", "decoding.max_new_tokens=0"],

@@ -10,6 +10,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 import inference.cli  # noqa: F401  (registers the schema and resolvers, as the entry point does)
+from inference.adapters import SAMPLE_TABLE_SCHEMA, adapters, load_dataset
 from inference.config import ToolsweepConfig, validate
 from inference.errors import ConfigError
 from tests.conftest import REPO, SAMPLE
@@ -19,6 +20,8 @@ GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydr
 LAUNCHERS = sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml"))
 # values a group option leaves required (???), filled so the option can compose
 REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"dataset.path={SAMPLE}"],
+            "dataset=familytool": [f"dataset.path={REPO}/datasets/familytool_sample"],
+            "dataset=toolspectrum": [f"dataset.path={REPO}/datasets/toolspectrum_sample"],
             "engine=replay": ["engine.predictions=/tmp/p.jsonl"]}
 
 
@@ -37,6 +40,26 @@ def test_every_group_option_composes(option):
     assert isinstance(cfg, ToolsweepConfig)
     group, name = option.split("=")
     assert getattr(cfg, group) is not None
+
+
+DATASET_OPTIONS = [o for o in OPTIONS if o.startswith("dataset=")]
+
+
+@pytest.mark.parametrize("option", DATASET_OPTIONS)
+def test_every_dataset_option_names_an_adapter_and_loads(option):
+    """Each conf/dataset option names a registered benchmark, a subset of its settings, and
+    (filled where the YAML leaves it required) a path its adapter reads."""
+    cfg = _compose([option, *REQUIRED.get(option, [])])
+    adapter = adapters()[cfg.dataset.name]
+    assert set(cfg.dataset.settings) <= set(adapter.settings), (option, cfg.dataset.settings)
+    table = load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, limit=2)
+    assert table.schema == SAMPLE_TABLE_SCHEMA
+    assert table["setting"].unique(maintain_order=True).to_list() == list(cfg.dataset.settings)
+
+
+def test_every_adapter_has_a_dataset_option():
+    names = {_compose([o, *REQUIRED.get(o, [])]).dataset.name for o in DATASET_OPTIONS}
+    assert names == set(adapters())
 
 
 def test_groups_are_all_covered():
@@ -74,7 +97,7 @@ def test_validate_lists_every_problem_at_once(tmp_path):
         validate(cfg)
     message = str(err.value)
     for expected in ("decoding.constraint must be one of ['outlines', 'xgrammar', 'guidance', 'none'], got 'lmfe'",
-                     "dataset.settings must be a non-empty subset of ['p', 'r', 'c'], got ['p', 'x']",
+                     "dataset.settings must be a non-empty subset of ['p', 'r', 'c'] for petoolbench, got ['p', 'x']",
                      "dataset.limit must be an integer >= 1 or null, got 0",
                      "engine.gpu_memory_utilization must be in (0, 1], got 1.5",
                      f"model.path {str(tmp_path)!r} is not a model folder: it has no config.json"):

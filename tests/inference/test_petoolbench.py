@@ -7,7 +7,8 @@ import json
 import pytest
 
 from inference.errors import DatasetError
-from inference.petoolbench import SAMPLE_TABLE_SCHEMA, load_petoolbench
+from inference.adapters import SAMPLE_TABLE_SCHEMA
+from inference.petoolbench import load_petoolbench
 from tests.conftest import SAMPLE
 
 
