@@ -89,6 +89,10 @@ class DecodingConfig:
     compile_timeout_s: int = 60
     """Seconds one grammar may take to compile before its sample fails (vLLM's default, 5 s,
     fails real PEToolBench schemas under outlines: they take 0.2-6 s on a 49k vocabulary)."""
+    max_string_chars: Optional[int] = None
+    """Cap every string value of the call at this many characters, so a model looping inside a
+    string still closes the call within max_new_tokens. None: no cap under outlines (a cap
+    multiplies its compile time), 128 under xgrammar and guidance."""
     drop_oldest_history: bool = False
     """A prompt too long for the context: drop its oldest history items (True) or record a too_long row."""
 
@@ -148,6 +152,7 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
               ("model.max_model_len", cfg.model.max_model_len, 2, True),
               ("engine.max_num_seqs", cfg.engine.max_num_seqs, 1, False),
               ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False),
+              ("decoding.max_string_chars", cfg.decoding.max_string_chars, 1, True),
               ("engine.shard_size", cfg.engine.shard_size, 1, False))
     problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
                 for key, value, low, nullable in checks

@@ -61,7 +61,7 @@ def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | 
 
     With no tokenizer (replay), prompts stay unrendered: only schemas and gold coverage.
     """
-    table = attach_schemas(samples, cfg.decoding.constraint)
+    table = attach_schemas(samples, cfg.decoding.constraint, cfg.decoding.max_string_chars)
     if tokenizer is None:
         return table.with_columns(pl.lit(None, dtype=pl.String).alias("prompt"),
                                   pl.lit(None, dtype=pl.List(pl.Int32)).alias("prompt_token_ids"),

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from inference.schemas import backend_schema, call_schema, compact_json, schema_id
+from inference.schemas import backend_schema, call_schema, cap_strings, compact_json, schema_id
 
 TOO_LONG = "too_long"
 _HISTORY_START = "Interaction history is:\n"
@@ -112,10 +112,10 @@ def _shorten(frame: pl.DataFrame, tokenizer: Any, fold: bool, budget: int) -> pl
     return pl.DataFrame(rows, schema=frame.schema)
 
 
-def attach_schemas(samples: pl.DataFrame, constraint: str) -> pl.DataFrame:
+def attach_schemas(samples: pl.DataFrame, constraint: str, max_string_chars: int | None = None) -> pl.DataFrame:
     """Add `schema_json` (order kept), `schema_id` and `gold_in_schema`, one build per candidate set."""
     distinct = samples.select("tools", "allow_refusal").unique(maintain_order=True)
-    built = [_schema_row(*row) for row in distinct.iter_rows()]
+    built = [_schema_row(*row, max_string_chars) for row in distinct.iter_rows()]
     table = distinct.with_columns(
         pl.Series("schema_json", [b[0] for b in built], dtype=pl.String),
         pl.Series("schema_id", [b[1] for b in built], dtype=pl.String))
@@ -128,8 +128,8 @@ def attach_schemas(samples: pl.DataFrame, constraint: str) -> pl.DataFrame:
     return joined.with_columns(pl.Series("gold_in_schema", covered, dtype=pl.Boolean))
 
 
-def _schema_row(tools_json: str, allow_refusal: bool) -> tuple[str, str]:
-    schema = call_schema(json.loads(tools_json), allow_refusal)
+def _schema_row(tools_json: str, allow_refusal: bool, max_string_chars: int | None) -> tuple[str, str]:
+    schema = cap_strings(call_schema(json.loads(tools_json), allow_refusal), max_string_chars)
     return compact_json(schema), schema_id(schema)
 
 

@@ -101,6 +101,23 @@ def call_schema(tools: list[dict[str, Any]], allow_refusal: bool = False) -> dic
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
+def cap_strings(schema: Any, max_chars: int | None) -> Any:
+    """A copy of `schema` whose strings hold at most `max_chars` characters (None: unchanged).
+
+    A small model can loop inside a string value until the token budget runs out, and the
+    cut-off call is lost; a cap makes the grammar close every string in time. Under outlines
+    it costs compile time (the automaton grows with the cap), so it is opt-in there.
+    """
+    if max_chars is None or not isinstance(schema, (dict, list)):
+        return schema
+    if isinstance(schema, list):
+        return [cap_strings(s, max_chars) for s in schema]
+    out = {k: cap_strings(v, max_chars) for k, v in schema.items()}
+    if out.get("type") == "string":
+        out["maxLength"] = max_chars
+    return out
+
+
 def compact_json(value: Any) -> str:
     """JSON on one line with key order kept: a schema's property order is the output's order."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -127,7 +144,7 @@ def bounded(schema: Any, backend: str) -> Any:
     if backend == "outlines":
         return _outlines_bounds(out) if kind in ("integer", "number") else out
     if kind == "string":
-        out["maxLength"] = MAX_STRING_CHARS
+        out["maxLength"] = min(out.get("maxLength", MAX_STRING_CHARS), MAX_STRING_CHARS)
     elif kind in ("integer", "number"):
         out.update(minimum=-(10 ** MAX_NUMBER_DIGITS - 1), maximum=10 ** MAX_NUMBER_DIGITS - 1)
     return out
