@@ -49,11 +49,21 @@ _DEFAULT_TYPE = [_STRINGY, _INTEGER]  # string, ENUM, DATE, GEOPOINT, ...: free 
 # without, so under outlines strings stay unbounded and only numbers get a digit cap.
 MAX_STRING_CHARS = 128
 MAX_NUMBER_DIGITS = 15
+# A small model also loops by repeating keys of an open object (`{"id":"1","id":"1",...}`) or
+# items of a list; xgrammar and guidance bound both cheaply, outlines has no such bound.
+MAX_OPEN_PROPERTIES = 16
 
 
-def parameter_schema(declared_type: str | None) -> dict[str, Any]:
-    """The value schema of one parameter, from its declared (RapidAPI-style) type."""
-    options = TYPE_SCHEMAS.get(str(declared_type or "").upper(), _DEFAULT_TYPE)
+def parameter_schema(declared_type: str | None, allowed: list[Any] | None = None) -> dict[str, Any]:
+    """The value schema of one parameter, from its declared type and, where the tool lists
+    them, its allowed values (an array parameter takes a list of them, or one alone)."""
+    kind = str(declared_type or "").upper()
+    if allowed:
+        if TYPE_SCHEMAS.get(kind) is TYPE_SCHEMAS["ARRAY"]:
+            return {"anyOf": [{"type": "array", "items": {"enum": list(allowed)}, "maxItems": len(allowed)},
+                              {"enum": list(allowed)}]}
+        return {"enum": list(allowed)}
+    options = TYPE_SCHEMAS.get(kind, _DEFAULT_TYPE)
     return {"anyOf": [dict(o) for o in options]}
 
 
@@ -66,7 +76,7 @@ def tool_branch(tool: dict[str, Any]) -> dict[str, Any]:
             name = param["name"]
             if name in properties:  # declared twice: the first declaration wins
                 continue
-            properties[name] = parameter_schema(param.get("type"))
+            properties[name] = parameter_schema(param.get("type"), param.get("enum"))
             if is_required:
                 required.append(name)
     params: dict[str, Any] = {"type": "object", "properties": properties,
@@ -145,6 +155,10 @@ def bounded(schema: Any, backend: str) -> Any:
         return _outlines_bounds(out) if kind in ("integer", "number") else out
     if kind == "string":
         out["maxLength"] = min(out.get("maxLength", MAX_STRING_CHARS), MAX_STRING_CHARS)
+    elif kind == "object" and isinstance(out.get("additionalProperties"), dict):
+        out.setdefault("maxProperties", MAX_OPEN_PROPERTIES)
+    elif kind == "array":
+        out.setdefault("maxItems", MAX_OPEN_PROPERTIES)
     elif kind in ("integer", "number"):
         out.update(minimum=-(10 ** MAX_NUMBER_DIGITS - 1), maximum=10 ** MAX_NUMBER_DIGITS - 1)
     return out

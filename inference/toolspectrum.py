@@ -15,6 +15,7 @@ booleans (606 gold values in the environment set are such strings).
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections import Counter
@@ -38,6 +39,7 @@ RULES = Rules(official_parser="whole_json", name_rule="exact", value_rule="bool_
 GROUPS = {"required_arguments": "required", "personalized_arguments": "personalized",
           "environmental_arguments": "environmental"}
 _ARG_KEY = re.compile(r"^\s*(?P<name>[^()]+?)\s*\((?P<type>[^()]*)\)\s*$")
+_VALUES = re.compile(r"Available values:\s*(?P<values>\[.*?\])")
 _CONTEXT_TITLES = {"persona": "The user's profile", "environment": "The user's current environment"}
 
 _INSTRUCTIONS = (
@@ -66,18 +68,48 @@ def toolset_problems(api: Any) -> list[str]:
             if not isinstance(spec, dict) or not isinstance(spec.get("APIs"), dict)]
 
 
+def allowed_values(description: str, arg_type: str) -> list[Any] | None:
+    """The argument's `Available values: [...]` as a list, where they are categorical (strings or
+    booleans; a numeric list such as `[0, 100]` is an example range, not a choice).
+
+    Booleans also admit the strings "True"/"False", the form most of the gold uses.
+    """
+    match = _VALUES.search(description)
+    if not match:
+        return None
+    try:
+        values = ast.literal_eval(match["values"])
+    except (ValueError, SyntaxError):  # unquoted: [low, high]
+        values = [v.strip().strip("'\"") for v in match["values"].strip("[]").split(",") if v.strip()]
+    if not isinstance(values, list) or not values or not all(isinstance(v, (str, bool)) for v in values):
+        return None
+    if arg_type == "bool" and set(values) == {True, False}:
+        return [True, False, "True", "False"]
+    return list(dict.fromkeys(values))
+
+
 def schema_tools(api: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every APP.API as a tool in the schema form: required arguments required, the rest optional."""
+    """Every APP.API as a tool in the schema form: required arguments required, the rest
+    optional, personalized and environmental arguments limited to their available values."""
     tools = []
     for app, spec in api.items():
         for name, fn in spec["APIs"].items():
-            groups = {g: [argument(k) for k in fn.get(g) or {}] for g in GROUPS}
-            typed = lambda args: [{"name": n, "type": t} for n, t in args]  # noqa: E731
+            params = {g: [_parameter(k, d, g != "required_arguments") for k, d in (fn.get(g) or {}).items()]
+                      for g in GROUPS}
             tools.append({"tool_name": f"{app}.{name}",
-                          "required_parameters": typed(groups["required_arguments"]),
-                          "optional_parameters": typed(groups["personalized_arguments"]
-                                                       + groups["environmental_arguments"])})
+                          "required_parameters": params["required_arguments"],
+                          "optional_parameters": params["personalized_arguments"]
+                          + params["environmental_arguments"]})
     return tools
+
+
+def _parameter(key: str, description: Any, categorical: bool) -> dict[str, Any]:
+    # Required arguments come from the instruction, and their value lists are examples: the
+    # gold buys 'Books' from a category listed as [Clothing, Electronics, ...]. Personalized
+    # and environmental arguments are choices, and the gold keeps to their lists.
+    name, arg_type = argument(key)
+    allowed = allowed_values(description, arg_type) if categorical and isinstance(description, str) else None
+    return {"name": name, "type": arg_type, **({"enum": allowed} if allowed else {})}
 
 
 def argument_groups(api: dict[str, Any]) -> dict[str, dict[str, str]]:

@@ -120,3 +120,56 @@ def test_transformers_engine_with_outlines_constraint(tmp_path, embedded_model, 
     assert json.loads(row["output"])["tool_name"] in candidates
     assert row["official_valid"] and row["json_valid"]
     assert json.loads((run_dir / "run.json").read_text())["engine"] == "transformers"
+
+
+@pytest.mark.parametrize("dataset", ["familytool_sample", "toolspectrum_sample"])
+def test_replaying_gold_of_other_benchmarks_scores_one(tmp_path, dataset):
+    """Gold replay through the CLI: every metric the benchmark defines is 1.0, the others null."""
+    from inference.adapters import load_dataset
+
+    cfg_name = dataset.removesuffix("_sample")
+    samples = load_dataset(cfg_name, REPO / "datasets" / dataset, _settings(cfg_name))
+    preds = write_predictions(gold_outputs(samples), tmp_path / "gold.jsonl")
+    done = run_toolsweep(tmp_path / "run", [f"dataset={dataset}", "engine=replay", f"engine.predictions={preds}"])
+    assert done.returncode == 0, done.stderr
+    metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet").filter(setting="all")
+    defined = [c for c in metrics.columns if c.endswith(("_acc", "_valid", "_precision", "_recall", "_coverage"))
+               and metrics[c].null_count() == 0]
+    assert {c: metrics[c].min() for c in defined} == {c: 1.0 for c in defined}
+    expected = {"familytool": {"tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage"},
+                "toolspectrum": {"tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage", "app_acc",
+                                 "required_arg_acc", "personalized_arg_acc", "environmental_arg_acc",
+                                 "refusal_precision", "refusal_recall"}}[cfg_name]
+    assert set(defined) == expected
+
+
+def _settings(name: str) -> tuple[str, ...]:
+    from inference.adapters import adapters
+
+    return adapters()[name].settings
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("dataset", ["familytool_sample", "toolspectrum_sample"])
+def test_vllm_on_other_benchmarks_gives_valid_calls(tmp_path, embedded_model, scratch_env, dataset):
+    """Real vLLM CPU engine, one case per setting of the bundled sample, outlines with a string cap:
+    every answer is a complete call (or, where allowed, a refusal) that the official parser reads."""
+    run_dir = tmp_path / "run"
+    done = run_toolsweep(run_dir, [f"dataset={dataset}", "dataset.limit=1", "decoding.max_string_chars=32"],
+                         env=scratch_env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    samples = pl.read_parquet(run_dir / "samples.parquet")
+    assert samples.height == len(_settings(dataset.removesuffix("_sample")))
+    assert samples["failure"].null_count() == samples.height, samples.select("sample_id", "failure", "output").rows()
+    assert samples["official_valid"].all() and samples["json_valid"].all()
+    from inference.adapters import load_dataset
+
+    name = dataset.removesuffix("_sample")
+    table = load_dataset(name, REPO / "datasets" / dataset, _settings(name), limit=1)
+    candidates = {r["sample_id"]: ({t["tool_name"] for t in json.loads(r["tools"])}, r["allow_refusal"])
+                  for r in table.iter_rows(named=True)}
+    for sample_id, output in samples.select("sample_id", "output").rows():
+        call = json.loads(output)
+        names, refusal_allowed = candidates[sample_id]
+        assert list(call) == ["tool_name", "parameters"], output
+        assert call["tool_name"] in names or (refusal_allowed and call == {"tool_name": None, "parameters": None}), output

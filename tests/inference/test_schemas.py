@@ -9,7 +9,8 @@ import pytest
 
 from inference.petoolbench import load_petoolbench
 from inference.prompts import attach_schemas, gold_fits
-from inference.schemas import backend_schema, call_schema, compact_json, outlines_regex, schema_id
+from inference.schemas import (backend_schema, call_schema, cap_strings, compact_json, outlines_regex, parameter_schema,
+                               schema_id)
 from tests.conftest import SAMPLE
 
 TOOLS = [
@@ -97,3 +98,25 @@ def test_real_gold_schema_coverage(petoolbench_file):
         if not re.fullmatch(outlines_regex(compact_json(call_schema(json.loads(tools)))), _compact(call)):
             misses.append(tool)
     assert misses == []
+
+
+def test_allowed_values_become_an_enum_and_arrays_take_a_list_of_them():
+    assert parameter_schema("str", ["a", "b"]) == {"enum": ["a", "b"]}
+    array = parameter_schema("list", ["a", "b"])
+    regex = outlines_regex(compact_json({"type": "object", "properties": {"v": array}, "required": ["v"]}))
+    for value, accepted in (('["a","b"]', True), ('"b"', True), ('["a","c"]', False), ('"c"', False)):
+        assert bool(re.fullmatch(regex, '{"v":' + value + '}')) is accepted, value
+
+
+def test_xgrammar_bounds_open_objects_and_lists_outlines_does_not():
+    schema = compact_json({"type": "object", "properties": {"d": parameter_schema("dict"), "l": parameter_schema("list")}})
+    xgr = json.loads(backend_schema(schema, "xgrammar"))["properties"]
+    assert xgr["d"]["anyOf"][0]["maxProperties"] == xgr["l"]["anyOf"][0]["maxItems"] == 16
+    assert "maxProperties" not in json.loads(backend_schema(schema, "outlines"))["properties"]["d"]["anyOf"][0]
+
+
+def test_cap_strings_applies_to_every_string_and_changes_the_schema_id():
+    schema = call_schema(TOOLS)
+    capped = cap_strings(schema, 32)
+    assert '"maxLength":32' in compact_json(capped) and schema_id(capped) != schema_id(schema)
+    assert cap_strings(schema, None) is schema

@@ -11,7 +11,7 @@ import pytest
 from inference.adapters import SAMPLE_TABLE_SCHEMA
 from inference.errors import DatasetError
 from inference.prompts import attach_schemas
-from inference.toolspectrum import SETTINGS, argument, load_toolspectrum, render_toolset
+from inference.toolspectrum import SETTINGS, allowed_values, argument, load_toolspectrum, render_toolset
 from tests.conftest import TOOLSPECTRUM_SAMPLE
 
 ALL = tuple(SETTINGS)
@@ -105,3 +105,22 @@ def test_missing_gold_field_and_unknown_api_are_reported(tmp_path):
 def test_missing_folder_says_what_to_point_at(tmp_path):
     with pytest.raises(DatasetError, match="lacks data/ or api/; point it at the ToolSpectrum folder"):
         load_toolspectrum(tmp_path, ("persona",))
+
+
+@pytest.mark.parametrize("description,arg_type,expected", [
+    ("Quality. Available values: ['high', 'low'].", "str", ["high", "low"]),
+    ("Captions. Available values: [True, False].", "bool", [True, False, "True", "False"]),
+    ("Level. Available values: [low, high].", "str", ["low", "high"]),
+    ("Price range, e.g. Available values: [0, 100].", "list", None),
+    ("Free text.", "str", None),
+], ids=["quoted strings", "booleans also as the gold's strings", "unquoted", "numeric range is not a choice", "none"])
+def test_allowed_values(description, arg_type, expected):
+    assert allowed_values(description, arg_type) == expected
+
+
+def test_choices_constrain_personalized_arguments_but_not_required_ones():
+    tools = {t["tool_name"]: t for t in json.loads(load_toolspectrum(TOOLSPECTRUM_SAMPLE, ("persona_environment",))["tools"][0])}
+    ride = tools["CityRide.requestRide"]
+    assert ride["required_parameters"] == [{"name": "destination", "type": "str"}]
+    assert ride["optional_parameters"][0] == {"name": "carClass", "type": "str", "enum": ["economy", "premium"]}
+    assert {"name": "lowDataMode", "type": "bool", "enum": [True, False, "True", "False"]} in ride["optional_parameters"]
