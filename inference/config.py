@@ -90,9 +90,9 @@ class DecodingConfig:
     """Seconds one grammar may take to compile before its sample fails (vLLM's default, 5 s,
     fails real PEToolBench schemas under outlines: they take 0.2-6 s on a 49k vocabulary)."""
     max_string_chars: Optional[int] = None
-    """Cap every string value of the call at this many characters, so a model looping inside a
-    string still closes the call within max_new_tokens. None: no cap under outlines (a cap
-    multiplies its compile time), 128 under xgrammar and guidance."""
+    """xgrammar and guidance: cap every string value of the call at this many characters (default
+    128), so a model looping inside a string still closes the call within max_new_tokens.
+    Not under outlines: a cap grows its automaton past what compiles in time."""
     drop_oldest_history: bool = False
     """A prompt too long for the context: drop its oldest history items (True) or record a too_long row."""
 
@@ -157,6 +157,11 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
     problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
                 for key, value, low, nullable in checks
                 if not (value is None and nullable) and (value is None or value < low)]
+    if cfg.decoding.max_string_chars is not None and cfg.decoding.constraint in ("outlines", "none"):
+        problems.append(f"decoding.max_string_chars={cfg.decoding.max_string_chars} needs decoding.constraint="
+                        f"xgrammar or guidance, got {cfg.decoding.constraint!r}: under outlines a string cap "
+                        "grows the automaton past what compiles in time (a 32-character cap on a FamilyTool "
+                        "schema overflowed vLLM's grammar cache); drop the cap or switch the constraint")
     if cfg.decoding.temperature < 0:
         problems.append(f"decoding.temperature must be >= 0, got {cfg.decoding.temperature}")
     if not 0 <= cfg.max_error_rate <= 1:

@@ -17,7 +17,7 @@ import polars as pl
 from inference.config import ToolsweepConfig
 from inference.cache import GenerationStore
 from inference.engines import Engine, Generation, Request
-from inference.errors import ToolsweepError
+from inference.errors import ConfigError, ToolsweepError
 from inference.adapters import load_dataset
 from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts
 from inference.schemas import SCHEMA_VERSION
@@ -41,7 +41,13 @@ def load_tokenizer(model_path: str) -> Any:
     """The model's own tokenizer (and chat template), from the local folder only."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"model.path {model_path!r} has no chat template (no chat_template in "
+                          "tokenizer_config.json, no chat_template.jinja): toolsweep renders prompts with the "
+                          "model's own template. A base checkpoint needs one: copy the chat_template.jinja of "
+                          "its instruct sibling into the folder.")
+    return tokenizer
 
 
 def context_length(cfg: ToolsweepConfig) -> int:

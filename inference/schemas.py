@@ -51,7 +51,7 @@ MAX_STRING_CHARS = 128
 MAX_NUMBER_DIGITS = 15
 # A small model also loops by repeating keys of an open object (`{"id":"1","id":"1",...}`) or
 # items of a list; xgrammar and guidance bound both cheaply, outlines has no such bound.
-MAX_OPEN_PROPERTIES = 16
+MAX_OPEN_PROPERTIES = 8
 
 
 def parameter_schema(declared_type: str | None, allowed: list[Any] | None = None) -> dict[str, Any]:
@@ -115,8 +115,8 @@ def cap_strings(schema: Any, max_chars: int | None) -> Any:
     """A copy of `schema` whose strings hold at most `max_chars` characters (None: unchanged).
 
     A small model can loop inside a string value until the token budget runs out, and the
-    cut-off call is lost; a cap makes the grammar close every string in time. Under outlines
-    it costs compile time (the automaton grows with the cap), so it is opt-in there.
+    cut-off call is lost; a cap makes the grammar close every string in time. Configuration
+    allows it only for xgrammar and guidance: outlines' automaton grows with the cap.
     """
     if max_chars is None or not isinstance(schema, (dict, list)):
         return schema

@@ -37,6 +37,22 @@ def _predictions(tmp_path: Path, lines: list[str]) -> list[str]:
     return ["engine=replay", f"engine.predictions={path}", "dataset.settings=[p]"]
 
 
+def _model_without_template(tmp_path: Path) -> list[str]:
+    """The embedded model's files, with the chat template taken out of the tokenizer config."""
+    from inference.models import embedded_model_dir
+
+    folder = tmp_path / "base-model"
+    folder.mkdir()
+    for item in embedded_model_dir().iterdir():
+        if item.name == "tokenizer_config.json":
+            config = json.loads(item.read_text())
+            config.pop("chat_template", None)
+            (folder / item.name).write_text(json.dumps(config))
+        elif item.name != "chat_template.jinja":
+            (folder / item.name).symlink_to(item)
+    return ["model=local", f"model.path={folder}"]
+
+
 CASES = {
     "malformed_json": (lambda t: _dataset(t, raw=b'[{"entry_id": 1,'),
                        "data.json: malformed JSON at line 1 column 17"),
@@ -50,9 +66,13 @@ CASES = {
                       "duplicate entry_id"),
     "gold_not_candidate": (lambda t: _dataset(t, _mutated(
         lambda r: r[0]["api_call_ground_truth"].update(tool_name="<X>.<Y>.<Z>"))), "gold tool '<X>.<Y>.<Z>' is not among"),
+    "string_cap_under_outlines": (lambda t: ["decoding.max_string_chars=32"],
+                                  "decoding.max_string_chars=32 needs decoding.constraint=xgrammar or guidance, got 'outlines'"),
     "unknown_setting": (lambda t: ["dataset.settings=[p,q]"],
                         "dataset.settings must be a non-empty subset of ['p', 'r', 'c'] for petoolbench, got ['p', 'q']"),
     "model_path_missing": (lambda t: ["model=local", f"model.path={t}/nope"], "nope' does not exist: toolsweep runs offline"),
+    "model_without_chat_template": (_model_without_template, "has no chat template (no chat_template in "
+                                                              "tokenizer_config.json, no chat_template.jinja)"),
     "model_path_not_a_model": (lambda t: ["model=local", f"model.path={t}"], "is not a model folder: it has no config.json"),
     "several_config_problems": (lambda t: ["decoding.constraint=lmfe", "decoding.max_new_tokens=0"],
                                 "decoding.max_new_tokens must be an integer >= 1, got 0"),

@@ -111,7 +111,7 @@ def test_allowed_values_become_an_enum_and_arrays_take_a_list_of_them():
 def test_xgrammar_bounds_open_objects_and_lists_outlines_does_not():
     schema = compact_json({"type": "object", "properties": {"d": parameter_schema("dict"), "l": parameter_schema("list")}})
     xgr = json.loads(backend_schema(schema, "xgrammar"))["properties"]
-    assert xgr["d"]["anyOf"][0]["maxProperties"] == xgr["l"]["anyOf"][0]["maxItems"] == 16
+    assert xgr["d"]["anyOf"][0]["maxProperties"] == xgr["l"]["anyOf"][0]["maxItems"] == 8
     assert "maxProperties" not in json.loads(backend_schema(schema, "outlines"))["properties"]["d"]["anyOf"][0]
 
 
