@@ -115,3 +115,23 @@ def test_cli_out_option_and_errors(tmp_path, capsys):
     assert pl.read_parquet(tmp_path / "cmp" / "comparison.parquet")["p_value"].min() == 1.0
     assert main([str(run_a), str(tmp_path / "missing")]) == 2
     assert "holds no samples.parquet" in capsys.readouterr().err
+
+
+def test_fractional_parameter_scores_pair_by_sample():
+    """Under a gold_keys rule a sample's parameter score is a fraction: the run that scored a
+    sample higher counts it, and the difference is of the mean fractions."""
+    from grading.grades import grade
+
+    def run(output: str) -> pl.DataFrame:
+        row = {"sample_id": "b-0", "setting": "b", "output": output, "failure": None, "gold_tool": "t",
+               "gold_params": '{"x":"1","y":"2"}', "official_parser": "whole_json", "name_rule": "strip",
+               "value_rule": "json_dumps", "params_rule": "gold_keys", "tool_apps": None,
+               "param_groups": None, "gold_in_schema": True}
+        return grade(pl.DataFrame([row]))
+
+    half, full = run('{"tool_name":"t","parameters":{"x":"1"}}'), run('{"tool_name":"t","parameters":{"x":"1","y":"2"}}')
+    comparison, flips = compare_runs(half, full)
+    cell = comparison.filter(setting="all", parser="official", metric="param_acc").row(0, named=True)
+    assert (cell["acc_a"], cell["acc_b"], cell["diff"], cell["a_only"], cell["b_only"]) == (0.5, 1.0, 0.5, 0, 1)
+    assert flips.filter(metric="param_acc", parser="official")["direction"].to_list() == ["gained"]
+    assert "app_acc" not in comparison["metric"].to_list()  # not declared: no rows
