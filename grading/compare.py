@@ -111,7 +111,8 @@ def _flips(paired: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flips_of(paired: pl.DataFrame, parser: str, metric: str) -> pl.DataFrame:
-    a, b = pl.col(metric_column(parser, metric)).cast(pl.Float64), pl.col(f"{metric_column(parser, metric)}_b").cast(pl.Float64)
+    column = metric_column(parser, metric)
+    a, b = pl.col(column).cast(pl.Float64), pl.col(f"{column}_b").cast(pl.Float64)
     return paired.filter(a != b).select(
         "sample_id", "setting", pl.lit(parser).alias("parser"), pl.lit(metric).alias("metric"),
         pl.when(b > a).then(pl.lit("gained")).otherwise(pl.lit("lost")).alias("direction"))

@@ -12,6 +12,7 @@ generation failed (too long, length, engine error) is wrong under every parser.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -61,23 +62,25 @@ def _with_declarations(samples: pl.DataFrame) -> pl.DataFrame:
     return samples.with_columns(absent) if absent else samples
 
 
-def _failed() -> dict[str, Any]:
+@lru_cache(maxsize=256)
+def _declared(text: str | None) -> Any:
+    # tool_apps repeats one {tool: app} map on every row of a setting: decode it once.
+    return json.loads(text) if text else None
+
+
+def _wrong(gold_params: Any, groups: Any, rules: Rules, app_scored: bool) -> dict[str, Any]:
+    """The grades of an answer that is no call: wrong on every metric the sample has."""
     return {"valid": False, "tool": None, "params": None, "tool_ok": False, "params_ok": False,
-            "param_score": 0.0, "call_ok": False, "refused": False, "app_ok": False,
-            **{f"{g}_arg": 0.0 for g in ARG_GROUPS}}
+            "param_score": 0.0, "call_ok": False, "refused": False, "app_ok": False if app_scored else None,
+            **{f"{g}_arg": s for g, s in group_scores({}, gold_params, groups, False, rules).items()}}
 
 
 def grade_one(parser: str, row: dict[str, Any]) -> dict[str, Any]:
     """The grade fields of one sample row under one parser."""
     rules = Rules(*(row[c] or getattr(DEFAULT_RULES, c) for c in RULE_COLUMNS))
     gold_tool, gold_params = row["gold_tool"], json.loads(row["gold_params"])
-    apps = json.loads(row["tool_apps"]) if row["tool_apps"] else None
-    groups = json.loads(row["param_groups"]) if row["param_groups"] else None
-    out = _failed()
-    if gold_tool is None or apps is None:
-        out["app_ok"] = None
-    out.update({f"{g}_arg": s for g, s in group_scores({}, gold_params if gold_tool else {}, groups,
-                                                         False, rules).items()})
+    apps, groups = _declared(row["tool_apps"]), _declared(row["param_groups"])
+    out = _wrong(gold_params, groups, rules, app_scored=gold_tool is not None and apps is not None)
     if row["failure"] is not None:
         return out
     parsed = parse(parser, rules.official_parser, row["output"])

@@ -42,15 +42,6 @@ class Rules:
     value_rule: str = "exact"
     params_rule: str = "whole"
 
-    def problems(self) -> list[str]:
-        """Every rule value that grading does not know (empty when all are valid)."""
-        checks = (("official_parser", self.official_parser, OFFICIAL_PARSERS),
-                  ("name_rule", self.name_rule, NAME_RULES),
-                  ("value_rule", self.value_rule, VALUE_RULES),
-                  ("params_rule", self.params_rule, PARAMS_RULES))
-        return [f"{key} must be one of {list(allowed)}, got {value!r}"
-                for key, value, allowed in checks if value not in allowed]
-
 
 # Sample tables written before the rules became columns were PEToolBench runs, whose rules
 # are the defaults: re-grading them gives the same numbers as before.

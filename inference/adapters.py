@@ -1,10 +1,10 @@
 """The benchmark adapter contract, and the registry of adapters.
 
 A benchmark is one module in `inference/` plus one YAML under `conf/dataset/`. The module
-gives an :class:`Adapter`: its settings, a `load` function that turns the benchmark's files
-into the canonical sample table (`SAMPLE_TABLE_SCHEMA`), and the comparison rules its
-official scoring uses (`grading.rules.Rules`). The rules travel as columns of the table, so
-grading applies them without importing any adapter.
+gives an :class:`Adapter`: its settings and a `load` function that turns the benchmark's
+files into the canonical sample table (`SAMPLE_TABLE_SCHEMA`). Every row, built by
+`sample_row`, carries the comparison rules the benchmark's official scoring uses
+(`grading.rules.Rules`) as columns, so grading applies them without importing any adapter.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ _MAX_LISTED = 40
 
 @dataclass(frozen=True)
 class Adapter:
-    """One benchmark: its settings, how to load it, and how its calls are compared."""
+    """One benchmark: its settings and how to load it (the rows carry how calls are compared)."""
 
     name: str
     settings: tuple[str, ...]
     """Setting codes in report order; dataset.settings picks a subset."""
     load: Callable[[Path, tuple[str, ...], int | None], pl.DataFrame]
-    """(path, settings, limit) -> the canonical table; raises DatasetError on bad files."""
-    rules: Rules
+    """(path, settings, limit) -> the canonical table, its rows built by `sample_row` with the
+    benchmark's comparison rules; raises DatasetError on bad files."""
     path_hint: str
     """What dataset.path should point at, for error messages."""
 

@@ -141,5 +141,5 @@ def load_familytool(path: Path, settings: tuple[str, ...], limit: int | None = N
     return sample_table(rows, settings, limit)
 
 
-ADAPTER = Adapter(name="familytool", settings=SETTINGS, load=load_familytool, rules=RULES,
+ADAPTER = Adapter(name="familytool", settings=SETTINGS, load=load_familytool,
                   path_hint="the FamilyTool folder (datasets/familytool-{b,e}.jsonl, KG/familykg-{b,e}.jsonl)")

@@ -123,5 +123,5 @@ def load_petoolbench(path: str | Path, settings: Iterable[str], limit: int | Non
     return sample_table(rows, settings, limit)
 
 
-ADAPTER = Adapter(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench, rules=RULES,
+ADAPTER = Adapter(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench,
                   path_hint="user_entries_test.json, or a folder with dataset_test/user_entries_test_{p,r,c}.json")

@@ -38,9 +38,8 @@ TYPE_SCHEMAS: dict[str, list[dict[str, Any]]] = {
     "OBJECT": [_OBJECT, _STRINGY, _INTEGER],
 }
 # Other benchmarks' spellings of the same types.
-for _alias, _type in (("FLOAT", "NUMBER"), ("INT", "INTEGER"), ("BOOL", "BOOLEAN"), ("STR", "STRING"),
-                      ("LIST", "ARRAY"), ("DICT", "OBJECT")):
-    TYPE_SCHEMAS[_alias] = TYPE_SCHEMAS[_type]
+TYPE_ALIASES = {"FLOAT": "NUMBER", "INT": "INTEGER", "BOOL": "BOOLEAN", "STR": "STRING",
+                "LIST": "ARRAY", "DICT": "OBJECT"}
 _DEFAULT_TYPE = [_STRINGY, _INTEGER]  # string, ENUM, DATE, GEOPOINT, ...: free text
 
 # Bounds keep a small model from running away inside a value (an unclosed string eats the
@@ -58,8 +57,9 @@ def parameter_schema(declared_type: str | None, allowed: list[Any] | None = None
     """The value schema of one parameter, from its declared type and, where the tool lists
     them, its allowed values (an array parameter takes a list of them, or one alone)."""
     kind = str(declared_type or "").upper()
+    kind = TYPE_ALIASES.get(kind, kind)
     if allowed:
-        if TYPE_SCHEMAS.get(kind) is TYPE_SCHEMAS["ARRAY"]:
+        if kind == "ARRAY":
             return {"anyOf": [{"type": "array", "items": {"enum": list(allowed)}, "maxItems": len(allowed)},
                               {"enum": list(allowed)}]}
         return {"enum": list(allowed)}

@@ -215,11 +215,11 @@ def load_toolspectrum(path: Path, settings: tuple[str, ...], limit: int | None =
     rows, problems = [], []
     for setting in settings:
         setting_rows, setting_problems = _setting_rows(path, setting)
-        rows += setting_rows[:limit] if limit else setting_rows
+        rows += setting_rows
         problems += setting_problems
     raise_problems(problems, path)
     return sample_table(rows, settings, limit)
 
 
-ADAPTER = Adapter(name="toolspectrum", settings=tuple(SETTINGS), load=load_toolspectrum, rules=RULES,
+ADAPTER = Adapter(name="toolspectrum", settings=tuple(SETTINGS), load=load_toolspectrum,
                   path_hint="the ToolSpectrum folder (data/dataset_*.json, api/API_description*.json)")
