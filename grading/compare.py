@@ -14,9 +14,9 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
-from grading.metrics import CORE_METRICS, METRICS, POOLED, metric_column
-from grading.parsers import PARSERS
-from grading.report import markdown_table, percent, percent_ci, write_table
+from grading.metrics import setting_order, subset
+from grading.report import markdown_table, percent_ci, value_ci, write_table
+from grading.scoring import Metric, Scorer, format_value, grade_columns, scorer_of, source_arrays
 from grading.stats import mcnemar_exact, paired_bootstrap_ci
 
 COMPARISON_SCHEMA: dict[str, pl.DataType] = {
@@ -29,8 +29,6 @@ FLIP_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String, "setting": pl.String, "parser": pl.String, "metric": pl.String,
     "direction": pl.String,
 }
-_GRADE_COLUMNS = [metric_column(p, m) for p in PARSERS for m in METRICS]
-_CORE_COLUMNS = [metric_column(p, m) for p in PARSERS for m in CORE_METRICS]
 # How many unmatched ids an error message lists per side; the counts are always given.
 _LISTED_IDS = 20
 
@@ -42,18 +40,29 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     parser x metric with acc_a, acc_b, diff = b - a, its paired bootstrap 95% CI, the
     discordant counts a_only / b_only and the exact McNemar p-value; flips has one row per
     sample x parser x metric whose grade differs, "gained" when B got it right and A did not.
+    The metrics are the runs' scorer's; per-sample metrics get McNemar's test and flips,
+    pooled ones (F1) a paired bootstrap CI only.
     """
-    paired = _pair(samples_a, samples_b)
-    settings = [*paired["setting"].unique(maintain_order=True).to_list(), POOLED]
-    rows = [_compare_cell(paired if s == POOLED else paired.filter(pl.col("setting") == s), s, p, m)
-            for s in settings for p in PARSERS for m in METRICS]
+    scorer = _same_scorer(samples_a, samples_b)
+    paired = _pair(samples_a, samples_b, scorer)
+    rows = [_compare_cell(subset(paired, s), s, p, m)
+            for s in setting_order(paired) for p in scorer.readings for m in scorer.metrics]
     comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row").filter(pl.col("n") > 0)
-    return comparison, _flips(paired)
+    return comparison, _flips(paired, scorer)
 
 
-def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
+def _same_scorer(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> Scorer:
+    scorer_a, scorer_b = scorer_of(samples_a), scorer_of(samples_b)
+    if scorer_a.name != scorer_b.name:
+        raise GradingError(f"run A is scored by {scorer_a.name!r} and run B by {scorer_b.name!r}; "
+                           "compare runs of the same benchmark")
+    return scorer_a
+
+
+def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame, scorer: Scorer) -> pl.DataFrame:
+    grades = list(grade_columns(scorer))
     for name, frame in (("A", samples_a), ("B", samples_b)):
-        _check_table(name, frame)
+        _check_table(name, frame, grades)
     ids_a, ids_b = set(samples_a["sample_id"]), set(samples_b["sample_id"])
     if ids_a != ids_b:
         only_a, only_b = sorted(ids_a - ids_b), sorted(ids_b - ids_a)
@@ -61,7 +70,7 @@ def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
             f"runs A and B graded different samples: {len(only_a)} only in A "
             f"{only_a[:_LISTED_IDS]}, {len(only_b)} only in B {only_b[:_LISTED_IDS]}; compare runs "
             "of the same dataset.path, dataset.settings and dataset.limit")
-    columns = ["sample_id", "setting", *_GRADE_COLUMNS]
+    columns = ["sample_id", "setting", *grades]
     paired = samples_a.select(columns).join(samples_b.select(columns), on="sample_id", suffix="_b",
                                             maintain_order="left")
     moved = paired.filter(pl.col("setting") != pl.col("setting_b"))
@@ -71,8 +80,8 @@ def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
     return paired.drop("setting_b")
 
 
-def _check_table(name: str, frame: pl.DataFrame) -> None:
-    missing = [c for c in ("sample_id", "setting", *_GRADE_COLUMNS) if c not in frame.columns]
+def _check_table(name: str, frame: pl.DataFrame, grades: list[str]) -> None:
+    missing = [c for c in ("sample_id", "setting", *grades) if c not in frame.columns]
     if missing:
         raise GradingError(f"samples of run {name} lack columns {missing}; pass a graded samples.parquet "
                            "(re-grade an old run with toolsweep-grade RUN_DIR)")
@@ -82,54 +91,87 @@ def _check_table(name: str, frame: pl.DataFrame) -> None:
     if dupes:
         raise GradingError(f"samples of run {name} repeat sample_ids {dupes[:_LISTED_IDS]}; "
                            "each sample must appear once")
-    nulls = [c for c in _CORE_COLUMNS if frame[c].null_count()]
-    if nulls:
-        raise GradingError(f"samples of run {name} have null grades in {nulls}; re-grade the run "
-                           "with toolsweep-grade RUN_DIR")
 
 
-def _compare_cell(paired: pl.DataFrame, setting: str, parser: str, metric: str) -> tuple:
-    column = metric_column(parser, metric)
+
+def _compare_cell(paired: pl.DataFrame, setting: str, parser: str, metric: Metric) -> tuple:
+    if not metric.per_sample:
+        return _compare_pooled(paired, setting, parser, metric)
+    column = f"{parser}_{metric.sources[0]}"
     # Metrics a benchmark defines for some samples only (an argument group) pair those samples.
     both = paired.filter(pl.col(column).is_not_null() & pl.col(f"{column}_b").is_not_null())
     a = both[column].cast(pl.Float64).to_numpy()
     b = both[f"{column}_b"].cast(pl.Float64).to_numpy()
     if a.size == 0:
-        return (setting, parser, metric, 0, None, None, None, None, None, 0, 0, None)
+        return (setting, parser, metric.name, 0, None, None, None, None, None, 0, 0, None)
     # A sample counts for the run that scored it higher; for 0/1 grades this is McNemar's
     # discordant pairs, for fractional scores the exact test is the sign test.
     a_only, b_only = int(np.sum(a > b)), int(np.sum(b > a))
     acc_a, acc_b = float(a.mean()), float(b.mean())
     low, high = paired_bootstrap_ci(a, b)
-    return (setting, parser, metric, a.size, acc_a, acc_b, acc_b - acc_a, low, high,
+    return (setting, parser, metric.name, a.size, acc_a, acc_b, acc_b - acc_a, low, high,
             a_only, b_only, mcnemar_exact(b_only, a_only))
 
 
-def _flips(paired: pl.DataFrame) -> pl.DataFrame:
-    frames = [_flips_of(paired, parser, metric) for parser in PARSERS for metric in METRICS]
-    return pl.concat(frames).cast(FLIP_SCHEMA)
+def _compare_pooled(paired: pl.DataFrame, setting: str, parser: str, metric: Metric,
+                    n_resamples: int = 2000, seed: int = 0) -> tuple:
+    # A pooled metric (F1 over counts) has no per-sample grade to test: the difference gets a
+    # paired bootstrap CI (the same resampled samples for both runs) and no McNemar p-value.
+    arrays_a = source_arrays(paired, parser, metric.sources)
+    arrays_b = [paired[f"{parser}_{s}_b"].cast(pl.Float64).fill_null(np.nan).to_numpy() for s in metric.sources]
+    value_a, value_b = metric.reduce(*arrays_a), metric.reduce(*arrays_b)
+    if value_a is None or value_b is None or paired.height == 0:
+        return (setting, parser, metric.name, paired.height, value_a, value_b, None, None, None, None, None, None)
+    rng, diffs = np.random.default_rng(seed), []
+    for _ in range(n_resamples):
+        pick = rng.integers(0, paired.height, paired.height)
+        a, b = metric.reduce(*(x[pick] for x in arrays_a)), metric.reduce(*(x[pick] for x in arrays_b))
+        if a is not None and b is not None:
+            diffs.append(b - a)
+    low, high = np.quantile(diffs, [0.025, 0.975]) if diffs else (None, None)
+    return (setting, parser, metric.name, paired.height, value_a, value_b, value_b - value_a,
+            None if low is None else float(low), None if high is None else float(high), None, None, None)
 
 
-def _flips_of(paired: pl.DataFrame, parser: str, metric: str) -> pl.DataFrame:
-    column = metric_column(parser, metric)
+def _flips(paired: pl.DataFrame, scorer: Scorer) -> pl.DataFrame:
+    frames = [_flips_of(paired, parser, metric) for parser in scorer.readings for metric in scorer.metrics
+              if metric.per_sample]
+    return pl.concat(frames).cast(FLIP_SCHEMA) if frames else pl.DataFrame(schema=FLIP_SCHEMA)
+
+
+def _flips_of(paired: pl.DataFrame, parser: str, metric: Metric) -> pl.DataFrame:
+    column = f"{parser}_{metric.sources[0]}"
     a, b = pl.col(column).cast(pl.Float64), pl.col(f"{column}_b").cast(pl.Float64)
     return paired.filter(a != b).select(
-        "sample_id", "setting", pl.lit(parser).alias("parser"), pl.lit(metric).alias("metric"),
+        "sample_id", "setting", pl.lit(parser).alias("parser"), pl.lit(metric.name).alias("metric"),
         pl.when(b > a).then(pl.lit("gained")).otherwise(pl.lit("lost")).alias("direction"))
 
 
-def format_comparison(comparison: pl.DataFrame) -> str:
-    """A Markdown table of the comparison, accuracies and differences in percent."""
-    header = ["setting", "parser", "metric", "n", "acc_a", "acc_b", "diff [95% CI]",
-              "a_only", "b_only", "p_value"]
-    rows = [[r["setting"], r["parser"], r["metric"], str(r["n"]), percent(r["acc_a"]), percent(r["acc_b"]),
-             percent_ci(r["diff"], r["ci_low"], r["ci_high"], signed=True),
-             str(r["a_only"]), str(r["b_only"]), _p_value(r["p_value"])]
-            for r in comparison.filter(pl.col("parser").is_in(PARSERS)).iter_rows(named=True)]
+def format_comparison(comparison: pl.DataFrame, scorer: Scorer) -> str:
+    """A Markdown table of the comparison, each metric on its own scale (shares in percent)."""
+    header = ["setting", "parser", "metric", "n", "a", "b", "diff [95% CI]", "a_only", "b_only", "p_value"]
+    metrics = {m.name: m for m in scorer.metrics}
+    rows = [[r["setting"], r["parser"], r["metric"], str(r["n"]),
+             format_value(metrics[r["metric"]], r["acc_a"]), format_value(metrics[r["metric"]], r["acc_b"]),
+             _signed(metrics[r["metric"]], r["diff"], r["ci_low"], r["ci_high"]),
+             _count(r["a_only"]), _count(r["b_only"]), _p_value(r["p_value"])]
+            for r in comparison.iter_rows(named=True)]
     return markdown_table(header, rows)
 
 
-def _p_value(p: float) -> str:
+def _signed(metric: Metric, diff: float | None, low: float | None, high: float | None) -> str:
+    if metric.scale == "share":
+        return percent_ci(diff, low, high, signed=True)
+    return value_ci(metric, diff, low, high)
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _p_value(p: float | None) -> str:
+    if p is None:
+        return ""
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -168,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     except GradingError as exc:
         print(f"toolsweep-compare: error: {exc}", file=sys.stderr)
         return 2
-    print(format_comparison(comparison))
+    print(format_comparison(comparison, scorer_of(samples_a)))
     print(f"\n{flips.height} flips; wrote " + ", ".join(str(p) for p in paths))
     return 0
 

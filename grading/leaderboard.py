@@ -1,8 +1,9 @@
-"""The leaderboard of a sweep: one row per job x setting x parser, accuracies with bootstrap CIs.
+"""The leaderboard of a sweep: one row per job x setting x reading, metrics with bootstrap CIs.
 
-Accuracies are recomputed from each job's samples.parquet (the same `summarize` that wrote its
-metrics.parquet), so every interval is over exactly the samples behind its number. Failed jobs
-stay on the board with their reason: a sweep's missing points must be visible.
+Metrics are recomputed from each job's samples.parquet (the same `summarize` that wrote its
+metrics.parquet), so every interval is over exactly the samples behind its number. The
+columns follow from the scorers of the jobs present. Failed jobs stay on the board with their
+reason: a sweep's missing points must be visible.
 """
 
 from __future__ import annotations
@@ -13,68 +14,80 @@ from typing import Any
 
 import polars as pl
 
-from grading.metrics import POOLED, metric_column, summarize
-from grading.parsers import PARSERS
-from grading.plots import plot_accuracy_by_step
-from grading.report import markdown_table, percent, percent_ci, write_table
-from grading.stats import bootstrap_ci
+from grading.metrics import subset, summarize
+from grading.plots import plot_by_step
+from grading.report import markdown_table, value_ci, write_table
+from grading.scoring import Metric, Scorer, get_scorer, scorer_of, source_arrays
+from grading.stats import metric_ci
 from grading.sweep import Job, find_jobs, job_step
 
-# Metrics that get a bootstrap CI; format_valid is reported as a plain rate.
-CI_METRICS = ("tool_acc", "param_acc", "call_acc")
-
-LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
+BASE_SCHEMA: dict[str, pl.DataType] = {
     "job": pl.Int64, "model": pl.String, "model_path": pl.String, "step": pl.Int64,
-    "setting": pl.String, "parser": pl.String, "n": pl.Int64,
-    **{f"{m}{suffix}": pl.Float64 for m in CI_METRICS for suffix in ("", "_low", "_high")},
-    "format_valid": pl.Float64, "prompts_per_s": pl.Float64, "output_tokens_per_s": pl.Float64,
+    "scorer": pl.String, "setting": pl.String, "parser": pl.String, "n": pl.Int64,
+}
+TAIL_SCHEMA: dict[str, pl.DataType] = {
+    "prompts_per_s": pl.Float64, "output_tokens_per_s": pl.Float64,
     "status": pl.String, "reason": pl.String, "overrides": pl.String,
 }
-
 # Reading a job's files can fail in these ways; the job then shows as failed, with the error.
 _READ_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 
 
-def build_leaderboard(sweep_dir: Path) -> pl.DataFrame:
-    """One row per complete job x setting x parser, one per failed job x parser; by job number."""
-    rows = [row for job in find_jobs(Path(sweep_dir)) for row in job_rows(job)]
-    return pl.DataFrame(rows, schema=LEADERBOARD_SCHEMA)
+def metric_columns(metrics: list[Metric]) -> dict[str, pl.DataType]:
+    """Each metric, with `_low` / `_high` bounds where it has a CI."""
+    return {name: pl.Float64 for m in metrics
+            for name in ((m.name, f"{m.name}_low", f"{m.name}_high") if m.ci else (m.name,))}
 
 
-def job_rows(job: Job) -> list[dict[str, Any]]:
-    """The leaderboard rows of one job; a complete job whose files cannot be read counts as failed."""
+def leaderboard_schema(scorers: list[Scorer]) -> dict[str, pl.DataType]:
+    """The board's columns for the scorers of its jobs (a metric name shared by two appears once)."""
+    metrics = list({m.name: m for s in scorers for m in s.metrics}.values())
+    return {**BASE_SCHEMA, **metric_columns(metrics), **TAIL_SCHEMA}
+
+
+def build_leaderboard(sweep_dir: Path) -> tuple[pl.DataFrame, list[Scorer]]:
+    """The board (one row per complete job x setting x reading, one per failed job) and its scorers."""
+    rows, scorers = [], {}
+    for job in find_jobs(Path(sweep_dir)):
+        job_board, scorer = job_rows(job)
+        rows += job_board
+        if scorer is not None:
+            scorers[scorer.name] = scorer
+    schema = leaderboard_schema(list(scorers.values()))
+    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema), list(scorers.values())
+
+
+def job_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer | None]:
+    """The rows of one job and its scorer; a complete job whose files cannot be read counts as failed."""
     if job.status != "complete":
-        return _failed_rows(job, job.reason)
+        return _failed_rows(job, job.reason), None
     try:
         return _complete_rows(job)
     except _READ_ERRORS as exc:
-        return _failed_rows(job, f"job.json says complete but its results are unreadable: {exc}")
+        return _failed_rows(job, f"job.json says complete but its results are unreadable: {exc}"), None
 
 
-def _complete_rows(job: Job) -> list[dict[str, Any]]:
+def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
     run = _run_facts(job.path / "run.json")
     samples = pl.read_parquet(job.path / "samples.parquet")
-    base = _job_fields(job, run.get("model") or {})
+    scorer = scorer_of(samples)
+    base = {**_job_fields(job, run.get("model") or {}), "scorer": scorer.name}
     throughput = run.get("throughput") or {}
     rows = []
     for metrics in summarize(samples).iter_rows(named=True):
-        setting, parser = metrics["setting"], metrics["parser"]
-        subset = samples if setting == POOLED else samples.filter(pl.col("setting") == setting)
-        cis = {}
-        for metric in CI_METRICS:
-            cis[f"{metric}_low"], cis[f"{metric}_high"] = bootstrap_ci(subset[metric_column(parser, metric)])
-        rows.append({**base, "setting": setting, "parser": parser, "n": metrics["n"],
-                     **{m: metrics[m] for m in (*CI_METRICS, "format_valid")}, **cis,
-                     "prompts_per_s": throughput.get("prompts_per_s"),
-                     "output_tokens_per_s": throughput.get("output_tokens_per_s"),
-                     "status": "complete", "reason": None})
-    return rows
+        frame, reading = subset(samples, metrics["setting"]), metrics["parser"]
+        row = {**base, **metrics, "prompts_per_s": throughput.get("prompts_per_s"),
+               "output_tokens_per_s": throughput.get("output_tokens_per_s"), "status": "complete"}
+        for metric in scorer.metrics:
+            if metric.ci:
+                row[f"{metric.name}_low"], row[f"{metric.name}_high"] = \
+                    metric_ci(metric, source_arrays(frame, reading, metric.sources))
+        rows.append(row)
+    return rows, scorer
 
 
 def _failed_rows(job: Job, reason: str | None) -> list[dict[str, Any]]:
-    base = _job_fields(job, {})
-    return [{**base, "setting": POOLED, "parser": parser, "status": "failed", "reason": reason}
-            for parser in PARSERS]
+    return [{**_job_fields(job, {}), "setting": "all", "status": "failed", "reason": reason}]
 
 
 def _job_fields(job: Job, model: dict[str, Any]) -> dict[str, Any]:
@@ -95,31 +108,44 @@ def _run_facts(path: Path) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {}
 
 
-def format_leaderboard(board: pl.DataFrame) -> str:
-    """The leaderboard as Markdown: accuracies as `41.2% [35.0, 47.1]` (95% bootstrap CI)."""
-    header = ["job", "model", "step", "setting", "parser", *CI_METRICS, "format_valid", "status", "reason"]
+def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
+    """The metrics a board shows: each scorer's headline metrics, then its other CI metrics."""
+    ordered = [m for s in scorers for m in sorted(s.metrics, key=lambda m: not m.headline) if m.ci]
+    return list({m.name: m for m in ordered}.values())
+
+
+def format_leaderboard(board: pl.DataFrame, scorers: list[Scorer]) -> str:
+    """The leaderboard as Markdown: metrics as `41.2% [35.0, 47.1]` (95% bootstrap CI)."""
+    metrics = shown_metrics(scorers)
+    header = ["job", "model", "step", "setting", "parser", *(m.name for m in metrics), "status", "reason"]
     rows = [[str(r["job"]), r["model"] or "", "" if r["step"] is None else str(r["step"]),
-             r["setting"], r["parser"],
-             *(percent_ci(r[m], r[f"{m}_low"], r[f"{m}_high"]) for m in CI_METRICS),
-             percent(r["format_valid"]), r["status"], r["reason"] or ""]
+             r["setting"], r["parser"] or "",
+             *(value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]) for m in metrics),
+             r["status"], r["reason"] or ""]
             for r in board.iter_rows(named=True)]
     return markdown_table(header, rows)
+
+
+def read_leaderboard(path: Path) -> tuple[pl.DataFrame, list[Scorer]]:
+    """A written leaderboard.parquet and the scorers it names."""
+    board = pl.read_parquet(path)
+    return board, [get_scorer(n) for n in board["scorer"].drop_nulls().unique(maintain_order=True)]
 
 
 def write_leaderboard(sweep_dir: Path) -> list[Path]:
     """leaderboard.parquet, leaderboard.md and, when a complete job has a step, leaderboard.png."""
     sweep_dir = Path(sweep_dir)
-    board = build_leaderboard(sweep_dir)
+    board, scorers = build_leaderboard(sweep_dir)
     jobs = board.unique("job")
     meta = {"toolsweep_leaderboard": {"sweep_dir": str(sweep_dir.resolve()), "jobs": jobs.height,
                                       "failed": jobs.filter(pl.col("status") == "failed").height}}
-    paths = [write_table(board, sweep_dir / "leaderboard.parquet", LEADERBOARD_SCHEMA, meta)]
+    paths = [write_table(board, sweep_dir / "leaderboard.parquet", leaderboard_schema(scorers), meta)]
     md = sweep_dir / "leaderboard.md"
-    md.write_text(format_leaderboard(board) + "\n", encoding="utf-8")
+    md.write_text(format_leaderboard(board, scorers) + "\n", encoding="utf-8")
     paths.append(md)
     stepped = board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null())
-    if stepped.height:
+    if stepped.height and scorers:
         where = sweep_dir.resolve()
-        title = f"{where.parent.name}/{where.name}: accuracy by training step (95% bootstrap CI)"
-        paths.append(plot_accuracy_by_step(stepped, sweep_dir / "leaderboard.png", title))
+        title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
+        paths.append(plot_by_step(stepped, shown_metrics(scorers)[:3], sweep_dir / "leaderboard.png", title))
     return paths

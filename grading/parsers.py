@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # PEToolBench's evaluation script, verbatim: `re.search` with no flags (so `.` stops at a
 # newline), then `json.loads` of the whole match.
 OFFICIAL_PATTERN = re.compile(r'\{.*"tool_name":\s*".*?",\s*"parameters":\s*\{.*?\}\}')
-
-PARSERS = ("official", "json")
 
 
 @dataclass(frozen=True)
@@ -100,17 +98,3 @@ def _decode_nested(parameters: Any) -> Any:
         if isinstance(decoded, dict):
             return decoded
     return parameters
-
-
-# The `official` parser of a sample is the one its benchmark declares (grading.rules).
-OFFICIAL_PARSER_FUNCS: dict[str, Callable[[str | None], ParsedCall]] = {
-    "tool_name_regex": parse_official,
-    "whole_json": parse_whole_json,
-}
-
-
-def parse(parser: str, official_parser: str, output: str | None) -> ParsedCall:
-    """Parse `output` with `parser` ("official": the benchmark's declared one, or "json")."""
-    if parser == "json":
-        return parse_json(output)
-    return OFFICIAL_PARSER_FUNCS[official_parser](output)

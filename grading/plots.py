@@ -1,4 +1,4 @@
-"""Accuracy against training step, one panel per setting, from leaderboard rows."""
+"""Metrics against training step, one panel per setting, from leaderboard rows."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from grading.errors import GradingError
 from grading.files import atomic_write
 
 PLOT_PARSER = "official"
-# Metric -> (legend label, colour); format_valid is left out, it is near 100% under constraints.
-_SERIES = {"tool_acc": ("tool_acc", "tab:blue"), "param_acc": ("param_acc", "tab:orange"),
-           "call_acc": ("call_acc", "tab:green")}
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 # One marker and line style per configuration (variant) of the sweep.
 _MARKERS = "osD^v<>p*h"
 _LINESTYLES = ("-", "--", ":", "-.")
@@ -21,8 +19,9 @@ _LINESTYLES = ("-", "--", ":", "-.")
 _CHECKPOINT_KEYS = ("model.path", "model.lora", "model.name")
 
 
-def plot_accuracy_by_step(board: pl.DataFrame, path: Path, title: str) -> Path:
-    """Write a PNG of official-parser accuracies (with CI bars) against step; returns `path`.
+def plot_by_step(board: pl.DataFrame, metrics: list[Any], path: Path, title: str) -> Path:
+    """Write a PNG of `metrics` (grading.scoring.Metric, with CIs) under the official reading
+    against step; returns `path`. Shares are drawn in percent, scores as they are.
 
     `board` holds leaderboard rows; rows without a step or of other parsers are ignored.
     Jobs that differ in more than the checkpoint (e.g. also in decoding.constraint) get one
@@ -33,8 +32,9 @@ def plot_accuracy_by_step(board: pl.DataFrame, path: Path, title: str) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    first = metrics[0].name if metrics else None
     rows = board.filter((pl.col("parser") == PLOT_PARSER) & pl.col("step").is_not_null()
-                        & pl.col("tool_acc").is_not_null())
+                        & pl.col(first).is_not_null()) if first else board.clear()
     if rows.height == 0:
         raise GradingError(f"nothing to plot in {path.name}: no complete job of the {PLOT_PARSER} parser "
                            "has a step; name model folders like checkpoint-500 to plot against step")
@@ -51,9 +51,10 @@ def plot_accuracy_by_step(board: pl.DataFrame, path: Path, title: str) -> Path:
     for spare in axes[len(settings):]:
         spare.set_visible(False)
     for ax, setting in zip(axes, settings):
-        _draw_panel(ax, rows, setting)
+        _draw_panel(ax, rows, setting, metrics)
+    shares = all(m.scale == "share" for m in metrics)
     for row in grid:
-        row[0].set_ylabel(f"accuracy, {PLOT_PARSER} parser (%)")
+        row[0].set_ylabel(f"{PLOT_PARSER} reading" + (" (%)" if shares else ""))
     handles, labels = axes[0].get_legend_handles_labels()
     # Labels naming a configuration are long: two columns keep them inside the figure.
     legend_cols = min(len(labels), 3 if rows["_variant"].n_unique() == 1 else 2)
@@ -62,7 +63,7 @@ def plot_accuracy_by_step(board: pl.DataFrame, path: Path, title: str) -> Path:
     return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
 
 
-def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str) -> None:
+def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str, metrics: list[Any]) -> None:
     from matplotlib.ticker import MaxNLocator
 
     variants = rows["_variant"].unique(maintain_order=True).to_list()
@@ -71,28 +72,30 @@ def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str) -> None:
     for v, variant in enumerate(variants):
         points = rows.filter((pl.col("setting") == setting) & (pl.col("_variant") == variant))
         style = (_MARKERS[v % len(_MARKERS)], _LINESTYLES[v % len(_LINESTYLES)])
-        for k, (metric, (label, colour)) in enumerate(_SERIES.items()):
-            _draw(ax, points, metric, (k - 1) * dodge, colour, style,
-                  label if len(variants) == 1 else f"{label} | {_shorten(variant or 'default')}")
+        for k, metric in enumerate(metrics):
+            label = metric.name if len(variants) == 1 else f"{metric.name} | {_shorten(variant or 'default')}"
+            _draw(ax, points, metric.name, 100.0 if metric.scale == "share" else 1.0, (k - 1) * dodge,
+                  _COLOURS[k % len(_COLOURS)], style, label)
     ax.set_title("all settings (pooled)" if setting == "all" else f"setting {setting}")
     ax.set_xlabel("training step")
     if len(steps) <= 8:
         ax.set_xticks(steps)
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    # A little room past 0 and 100 so markers and CI caps at the limits stay whole.
-    ax.set_ylim(-3, 103)
+    if all(m.scale == "share" for m in metrics):
+        # A little room past 0 and 100 so markers and CI caps at the limits stay whole.
+        ax.set_ylim(-3, 103)
     ax.margins(x=0.08)
     ax.grid(alpha=0.3)
 
 
-def _draw(ax: Any, points: pl.DataFrame, metric: str, offset: float, colour: str,
+def _draw(ax: Any, points: pl.DataFrame, metric: str, factor: float, offset: float, colour: str,
           style: tuple[str, str], label: str) -> None:
     if points.height == 0:
         return
-    y = points[metric].to_numpy() * 100
-    low = points[f"{metric}_low"].to_numpy() * 100
-    high = points[f"{metric}_high"].to_numpy() * 100
+    y = points[metric].to_numpy() * factor
+    low = points[f"{metric}_low"].to_numpy() * factor
+    high = points[f"{metric}_high"].to_numpy() * factor
     ax.errorbar(points["step"].to_numpy() + offset, y, yerr=[y - low, high - y], color=colour,
                 marker=style[0], linestyle=style[1], markersize=5, capsize=3, linewidth=1.2, label=label)
 

@@ -14,14 +14,16 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.grades import grade
-from grading.leaderboard import format_leaderboard, write_leaderboard
+from grading.leaderboard import format_leaderboard, read_leaderboard, write_leaderboard
 from grading.metrics import summarize
 from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples
+from grading.scoring import Scorer, scorer_of
 from grading.sweep import find_jobs, is_sweep_dir
 
 
-def regrade_run(run_dir: Path) -> pl.DataFrame:
-    """Re-grade RUN_DIR/samples.parquet; rewrite samples, metrics and metrics.md; return the metrics."""
+def regrade_run(run_dir: Path) -> tuple[pl.DataFrame, Scorer]:
+    """Re-grade RUN_DIR/samples.parquet with the scorer its rows name; rewrite samples, metrics
+    and metrics.md; return the metrics and the scorer."""
     samples_path, metrics_path = run_dir / "samples.parquet", run_dir / "metrics.parquet"
     if not samples_path.is_file():
         raise GradingError(f"{run_dir} holds no samples.parquet; pass a finished run dir")
@@ -29,11 +31,12 @@ def regrade_run(run_dir: Path) -> pl.DataFrame:
     # A run killed between the two writes has samples but no metrics: reuse the samples' facts.
     metrics_meta = read_metadata(metrics_path) if metrics_path.is_file() else samples_meta
     graded = grade(pl.read_parquet(samples_path))
+    scorer = scorer_of(graded)
     metrics = summarize(graded)
     write_samples(graded, run_dir, samples_meta)
-    write_metrics(metrics, run_dir, metrics_meta)
-    write_markdown(metrics, run_dir)
-    return metrics
+    write_metrics(metrics, scorer, run_dir, metrics_meta)
+    write_markdown(metrics, scorer, run_dir)
+    return metrics, scorer
 
 
 def regrade_sweep(sweep_dir: Path) -> list[Path]:
@@ -59,11 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _regrade(target: Path) -> str:
     if (target / "samples.parquet").is_file():
-        return format_table(regrade_run(target))
+        return format_table(*regrade_run(target))
     if is_sweep_dir(target):
         paths = regrade_sweep(target)
-        board = pl.read_parquet(target / "leaderboard.parquet")
-        return format_leaderboard(board) + "\n\nwrote " + ", ".join(str(p) for p in paths)
+        return format_leaderboard(*read_leaderboard(target / "leaderboard.parquet")) + "\n\nwrote " + ", ".join(str(p) for p in paths)
     raise GradingError(f"{target} is neither a run dir (no samples.parquet) nor a sweep dir (no numbered "
                        "job dirs 0/, 1/, ...); pass the folder a toolsweep run or `toolsweep -m` wrote")
 

@@ -11,41 +11,35 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from grading.files import atomic_write
-from grading.grades import grade_schema
-from grading.metrics import CORE_METRICS, METRIC_COLUMNS, METRICS, REFUSAL_METRICS
-from grading.parsers import PARSERS
+from grading.metrics import metrics_schema
+from grading.scoring import LEGACY_SCORER, Scorer, format_value, grade_columns, metric_by_name, scorer_of
 
-# samples.parquet: generation columns written by inference, then the grades.
-SAMPLE_SCHEMA: dict[str, pl.DataType] = {
+# samples.parquet: generation columns written by inference; then the scorer's inputs and grades.
+BASE_SAMPLE_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String,
     "setting": pl.String,
     "entry_id": pl.Int64,
+    "scorer": pl.String,         # the grading.scorers module that grades this row
+    "prompt_format": pl.String,  # benchmark (the benchmark's answer format) or native (tool calls)
     "prompt_tokens": pl.Int64,
     "output_tokens": pl.Int64,
     "output": pl.String,
+    "calls": pl.String,          # native format: the family parser's calls, JSON [{name, arguments}]
     "finish_reason": pl.String,
     "failure": pl.String,
     "error": pl.String,
-    "gold_tool": pl.String,     # null: the right answer is to refuse
-    "gold_params": pl.String,
-    # how this sample is compared with its gold, as its benchmark declares (grading.rules)
-    "official_parser": pl.String,
-    "name_rule": pl.String,
-    "value_rule": pl.String,
-    "params_rule": pl.String,
-    "tool_apps": pl.String,
-    "param_groups": pl.String,
     "gold_in_schema": pl.Boolean,
     "schema_id": pl.String,
     "history_dropped": pl.Int64,
 }
-for _parser in PARSERS:
-    SAMPLE_SCHEMA.update(grade_schema(_parser))
+# Columns a table written by an older toolsweep (or by hand) may lack: written as nulls.
+_FILLABLE = ("scorer", "prompt_format", "calls", "prompt_tokens", "output_tokens", "finish_reason",
+             "error", "gold_in_schema", "schema_id", "history_dropped", "entry_id")
 
-METRIC_SCHEMA: dict[str, pl.DataType] = {
-    c: pl.String if c in ("setting", "parser") else pl.Int64 if c.startswith("n") else pl.Float64
-    for c in METRIC_COLUMNS
-}
+
+def sample_schema(scorer: Scorer) -> dict[str, pl.DataType]:
+    """Column names and types of samples.parquet for one scorer (its inputs are JSON text)."""
+    return {**BASE_SAMPLE_SCHEMA, **{c: pl.String for c in scorer.inputs}, **grade_columns(scorer)}
 
 
 def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataType],
@@ -62,13 +56,17 @@ def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataTyp
 
 
 def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:
-    """samples.parquet: one row per sample, generation facts and per-parser grades."""
-    return write_table(graded, run_dir / "samples.parquet", SAMPLE_SCHEMA, metadata)
+    """samples.parquet: one row per sample, generation facts, the scorer's inputs and grades."""
+    scorer = scorer_of(graded)
+    absent = [pl.lit(LEGACY_SCORER if c == "scorer" else None, dtype=BASE_SAMPLE_SCHEMA[c]).alias(c)
+              for c in _FILLABLE if c not in graded.columns]
+    return write_table(graded.with_columns(absent), run_dir / "samples.parquet", sample_schema(scorer), metadata)
 
 
-def write_metrics(metrics: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:
-    """metrics.parquet: one row per setting x parser, `setting == "all"` pooled."""
-    return write_table(metrics, run_dir / "metrics.parquet", METRIC_SCHEMA, metadata)
+def write_metrics(metrics: pl.DataFrame, scorer: Scorer, run_dir: Path,
+                  metadata: Mapping[str, Any] | None = None) -> Path:
+    """metrics.parquet: one row per setting x reading, `setting == "all"` pooled."""
+    return write_table(metrics, run_dir / "metrics.parquet", metrics_schema(scorer), metadata)
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
@@ -77,32 +75,29 @@ def read_metadata(path: Path) -> dict[str, Any]:
     return {k.decode(): json.loads(v) for k, v in meta.items() if not k.startswith(b"ARROW")}
 
 
-def format_table(metrics: pl.DataFrame) -> str:
-    """A Markdown table of the metrics, percentages with one decimal.
+def format_table(metrics: pl.DataFrame, scorer: Scorer) -> str:
+    """A Markdown table of the metrics: shares as percentages, scores as numbers.
 
-    Metrics the benchmark does not define (null in every row) are left out.
+    Metrics undefined in every row (e.g. a group no sample has) are left out.
     """
-    shown = [m for m in (*METRICS, *REFUSAL_METRICS)
-             if m in CORE_METRICS or metrics[m].null_count() < metrics.height]
+    shown = [m.name for m in scorer.metrics if metrics[m.name].null_count() < metrics.height]
     cols = ["setting", "parser", "n", *shown, "gold_schema_coverage", "n_failed"]
-    head = "| " + " | ".join(cols) + " |"
-    rule = "|" + "|".join("---" for _ in cols) + "|"
-    body = ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in metrics.iter_rows(named=True)]
-    return "\n".join([head, rule, *body])
+    rows = [[_cell(scorer, c, r[c]) for c in cols] for r in metrics.iter_rows(named=True)]
+    return markdown_table(cols, rows)
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{100 * value:.1f}%"
-    return str(value)
+def _cell(scorer: Scorer, column: str, value: Any) -> str:
+    if column == "gold_schema_coverage":
+        return percent(value)
+    if any(m.name == column for m in scorer.metrics):
+        return format_value(metric_by_name(scorer, column), value)
+    return "" if value is None else str(value)
 
 
-def write_markdown(metrics: pl.DataFrame, run_dir: Path) -> Path:
+def write_markdown(metrics: pl.DataFrame, scorer: Scorer, run_dir: Path) -> Path:
     """metrics.md beside the Parquet report, for reading without Python."""
     path = run_dir / "metrics.md"
-    path.write_text(format_table(metrics) + "\n", encoding="utf-8")
+    path.write_text(format_table(metrics, scorer) + "\n", encoding="utf-8")
     return path
 
 
@@ -118,6 +113,17 @@ def percent(value: float | None, signed: bool = False) -> str:
     if value is None or math.isnan(value):
         return ""
     return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
+
+
+def value_ci(metric: Any, value: float | None, low: float | None, high: float | None) -> str:
+    """A metric with its interval as its scale shows it: `41.2% [35.0, 47.1]` or `4.20 [3.90, 4.45]`."""
+    if metric is not None and metric.scale == "share":
+        return percent_ci(value, low, high)
+    if value is None or math.isnan(value):
+        return ""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return f"{value:.2f}"
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def percent_ci(value: float | None, low: float | None, high: float | None, signed: bool = False) -> str:

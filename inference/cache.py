@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -64,9 +64,14 @@ def model_digest(folder: Path, memo_dir: Path | None = None) -> str:
 
 
 def request_key(request: Request, context: dict[str, Any]) -> str:
-    """The cache key of one request under a run context (model, sampling, engine, versions)."""
-    payload = json.dumps({"prompt": list(request.prompt_token_ids), "schema": request.schema_json, **context},
-                         sort_keys=True, separators=(",", ":"))
+    """The cache key of one request under a run context (model, sampling, engine, versions).
+
+    Every field of the request enters it but the sample id and the prompt text (the token ids
+    are the prompt), so a new request field cannot be left out of the key."""
+    fields = {k: v for k, v in asdict(request).items() if k not in ("sample_id", "prompt")}
+    fields["prompt"] = list(fields.pop("prompt_token_ids"))
+    fields["schema"] = fields.pop("schema_json")
+    payload = json.dumps({**fields, **context}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""`toolsweep`: the Hydra entry point. Load -> prompt -> generate -> grade -> report.
+"""`toolsweep`: the Hydra entry point. Load -> prompt -> solve -> read calls -> grade -> report.
 
 The only module that touches Hydra and OmegaConf: it turns the composed config into typed
 dataclasses once and hands those to the stages.
@@ -24,10 +24,13 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from grading.grades import grade  # noqa: E402
 from grading.metrics import summarize  # noqa: E402
 from grading.report import format_table, write_markdown, write_metrics, write_samples  # noqa: E402
+from grading.scoring import scorer_of  # noqa: E402
 from inference import pipeline  # noqa: E402
 from inference.config import ToolsweepConfig, register_configs, validate  # noqa: E402
 from inference.errors import ToolsweepError  # noqa: E402
 from inference.models import cache_root, is_embedded_path, prepare_embedded_model  # noqa: E402
+from inference.benchmarks import get_benchmark  # noqa: E402
+from inference.solvers import get_solver  # noqa: E402
 from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
 from inference.cache import GenerationStore, model_digest, request_key  # noqa: E402
 from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json, write_state  # noqa: E402
@@ -58,8 +61,9 @@ def evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> d
 
 def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     timer = Timer()
-    replay = cfg.engine.name == "replay"
-    if cfg.model.embedded and not replay and is_embedded_path(cfg.model.path):
+    loads_model = cfg.engine.loads_model
+    needs_tokenizer = loads_model or (cfg.prompt.format or get_benchmark(cfg.dataset.name).prompt_format) == "native"
+    if cfg.model.embedded and needs_tokenizer and is_embedded_path(cfg.model.path):
         with timer.phase("prepare_model"):
             prepare_embedded_model()
     validate(cfg)
@@ -67,52 +71,75 @@ def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> 
         samples = pipeline.load_samples(cfg)
     with timer.phase("prompts"):
         pipeline.marker("building prompts")
-        tokenizer = None if replay else pipeline.load_tokenizer(cfg.model.path)
-        max_len = None if replay else pipeline.context_length(cfg)
-        prompts = pipeline.build_prompts(cfg, samples, tokenizer, max_len)
-    requests = pipeline.requests_for(prompts, cfg.decoding.constraint)
+        tokenizer = pipeline.load_tokenizer(cfg.model.path) if needs_tokenizer else None
+        plan = pipeline.plan_prompts(cfg, tokenizer)
+        max_len = pipeline.context_length(cfg) if loads_model else None
+        prompts = pipeline.build_prompts(cfg, samples, tokenizer, max_len, plan, render=loads_model)
+    conversations = pipeline.conversations_for(prompts, cfg.decoding.constraint, plan)
+    solver = get_solver(get_benchmark(cfg.dataset.name).solver)
     with timer.phase("generate"):
-        generations, gen_stats = _generate(cfg, run_dir, requests, max_len, prompts, timer)
+        generate, gen_stats = _generator(cfg, run_dir, max_len, prompts, timer)
+        solved = solver.solve(conversations, generate)
     with timer.phase("grade"):
-        graded = grade(pipeline.collect(prompts, generations))
+        generations = [g for c in solved for g in c.generations]
+        table = pipeline.read_calls(pipeline.collect(prompts, generations), plan, tokenizer)
+        graded = grade(table)
         metrics = summarize(graded)
-    facts = _facts(cfg, resolved, gen_stats, graded, timer)
+    facts = _facts(cfg, resolved, gen_stats, graded, timer, plan)
     _write_reports(graded, metrics, run_dir, facts)
     pipeline.check_error_rate(graded, cfg.max_error_rate)
     return facts
 
 
-def _generate(cfg: ToolsweepConfig, run_dir: Path, requests: list, max_len: int | None,
-              prompts: Any, timer: Timer) -> tuple[list, dict[str, Any]]:
+def _generator(cfg: ToolsweepConfig, run_dir: Path, max_len: int | None, prompts: Any,
+               timer: Timer) -> tuple[Any, dict[str, Any]]:
+    """The solver's `generate`: the engine behind the run's store (resume) and cache; its stats
+    fill in as it runs."""
     sample_ids = prompts.get_column("sample_id").to_list()
-    if cfg.engine.name == "replay":
+    stats: dict[str, Any] = {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
+    if not cfg.engine.loads_model:
         engine = pipeline.make_engine(cfg, max_len, sample_ids)
         if engine.missing:
             shown = ", ".join(engine.missing[:20]) + (" ..." if len(engine.missing) > 20 else "")
             pipeline.marker(f"replay: {len(engine.missing)} samples have no prediction and count as wrong "
                             f"(failure 'missing'): {shown}")
-        return engine.generate(requests), {"engine_calls": 0, "stored_hits": 0, "shards": 0,
-                                           "backend": engine.backend}
+        stats["backend"] = engine.backend
+        return engine.generate, stats
     context = pipeline.run_context(cfg)
-    keys = [request_key(r, context) for r in requests]
     store = GenerationStore(run_dir, cache_root() / "generations" if cfg.engine.cache else None)
+    engines: list[Any] = []
 
     def build_engine():
-        pipeline.marker("loading model")
-        with timer.phase("model_load"):
-            return pipeline.make_engine(cfg, max_len, sample_ids)
+        if not engines:
+            pipeline.marker("loading model")
+            with timer.phase("model_load"):
+                engines.append(pipeline.make_engine(cfg, max_len, sample_ids))
+        return engines[0]
 
-    return pipeline.generate_sharded(requests, keys, store, build_engine, cfg.engine.shard_size)
+    def generate(requests: list) -> list:
+        keys = [request_key(r, context) for r in requests]
+        generations, counts = pipeline.generate_sharded(requests, keys, store, build_engine, cfg.engine.shard_size)
+        for name in ("engine_calls", "stored_hits", "shards"):
+            stats[name] += counts[name]
+        stats["backend"] = counts["backend"] or stats["backend"]
+        return generations
+
+    return generate, stats
 
 
 def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, Any]) -> None:
     pipeline.marker("writing reports")
-    meta = {"toolsweep_run": {k: facts[k] for k in ("model", "backend", "commit", "packages", "config")}}
+    meta = {"toolsweep_run": {k: facts[k] for k in ("model", "backend", "prompt", "commit", "packages", "config")}}
+    scorer = scorer_of(graded)
     write_samples(graded, run_dir, meta)
     pipeline.marker("wrote samples.parquet")
-    write_metrics(metrics, run_dir, meta)
-    write_markdown(metrics, run_dir)
-    print(format_table(metrics))
+    write_metrics(metrics, scorer, run_dir, meta)
+    write_markdown(metrics, scorer, run_dir)
+    prompt = facts["prompt"]
+    print(f"scorer: {scorer.name}; prompt format: {prompt['format']}"
+          + (f" (tool parser {prompt['tool_parser']}; tools given in {prompt['tools_in']})" if "tool_parser" in prompt
+             else ""))
+    print(format_table(metrics, scorer))
     throughput = facts["throughput"]
     print(f"\nrun dir: {run_dir}  ({facts['wall_s']['total']:.1f}s"
           + (f", {throughput['prompts_per_s']} prompts/s, {throughput['output_tokens_per_s']} output tokens/s"
@@ -120,7 +147,7 @@ def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, An
 
 
 def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], gen_stats: dict[str, Any], graded: Any,
-           timer: Timer) -> dict[str, Any]:
+           timer: Timer, plan: Any) -> dict[str, Any]:
     gen_s = max(timer.phases.get("generate", 0.0) - timer.phases.get("model_load", 0.0), 1e-9)
     generated = graded.filter(graded["output_tokens"].is_not_null())
     prompt_tokens = int(generated["prompt_tokens"].fill_null(0).sum())
@@ -134,6 +161,8 @@ def _facts(cfg: ToolsweepConfig, resolved: dict[str, Any], gen_stats: dict[str, 
                   if (model_path / "config.json").is_file() else None},
         "engine": cfg.engine.name,
         "constraint": cfg.decoding.constraint,
+        "prompt": plan.facts(),
+        "scorer": scorer_of(graded).name,
         "backend": gen_stats["backend"],
         "generation": {k: gen_stats[k] for k in ("engine_calls", "stored_hits", "shards")},
         "decoding": {"greedy": cfg.decoding.temperature == 0, "temperature": cfg.decoding.temperature,

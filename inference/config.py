@@ -7,9 +7,9 @@ the values and reports every problem at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from omegaconf import MISSING
 
@@ -17,7 +17,16 @@ from inference.errors import ConfigError
 from inference.models import check_model_dir
 
 CONSTRAINTS = ("outlines", "xgrammar", "guidance", "none")
-ENGINES = ("vllm", "transformers", "replay")
+PROMPT_FORMATS = ("benchmark", "native")
+# Field metadata marking an option that changes what the model generates: every such field
+# enters the generation cache key (inference.pipeline.run_context), so none can be forgotten.
+OUTPUT = {"output": True}
+
+
+def output_options(part: Any) -> dict[str, Any]:
+    """The fields of a config dataclass marked OUTPUT, by name."""
+    return {f.name: getattr(part, f.name) for f in fields(part) if f.metadata.get("output")} \
+        if is_dataclass(part) else {}
 
 
 @dataclass
@@ -30,8 +39,11 @@ class ModelConfig:
     """True for the bundled SmolLM2 model: its folder is built from the packaged GGUF if missing."""
     max_model_len: Optional[int] = None
     """Context length (prompt + answer). Default: the model's max_position_embeddings."""
-    dtype: str = "auto"
+    dtype: str = field(default="auto", metadata=OUTPUT)
     """Weights dtype for the engine (auto, bfloat16, float16, float32)."""
+    tool_parser: Optional[str] = None
+    """prompt.format=native: vLLM's tool-call parser of the model's family (hermes, llama3_json,
+    mistral, ...). None: guessed from the chat template (hermes when nothing identifies it)."""
     tensor_parallel_size: int = 1
     """GPUs one model is split over (vLLM); also the GPUs each sweep job gets."""
     lora: Optional[str] = None
@@ -43,7 +55,7 @@ class ModelConfig:
 @dataclass
 class DatasetConfig:
     name: str = "petoolbench"
-    """Benchmark adapter that reads the files: petoolbench, familytool or toolspectrum."""
+    """Benchmark (a module of inference/benchmarks/, or a dotted module path defining BENCHMARK)."""
     path: str = MISSING
     """The benchmark's file or folder (each conf/dataset/*.yaml says which)."""
     settings: list[str] = field(default_factory=lambda: ["p", "r", "c"])
@@ -54,37 +66,97 @@ class DatasetConfig:
 
 @dataclass
 class EngineConfig:
-    name: str = "vllm"
+    """What every engine has; each engine's own options live in its subclass."""
+
+    name: str = MISSING
     """vllm (offline batch), transformers (HF generate + Outlines), or replay (grade a file)."""
-    predictions: Optional[str] = None
-    """replay only: JSONL or Parquet file of {sample_id, output} rows."""
-    enforce_eager: Optional[bool] = None
-    """vLLM: skip graph capture/compilation. None: True on CPU (init 15-35 s, not 90-120 s)."""
-    gpu_memory_utilization: float = 0.9
-    """vLLM: share of GPU memory for weights and KV cache."""
-    max_num_seqs: int = 256
-    """vLLM: sequences decoded together."""
-    max_num_batched_tokens: Optional[int] = None
-    """vLLM: tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
-    cpu_kvcache_gib: int = 2
-    """vLLM on CPU: KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE)."""
-    seed: int = 0
+    target: str = MISSING
+    """module:Class of the engine; the class builds itself with `from_config`."""
+    seed: int = field(default=0, metadata=OUTPUT)
     """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0)."""
     shard_size: int = 512
     """Prompts per shard: each finished shard is written to disk, so a killed run resumes there.
     Large enough to keep vLLM's batches full."""
     cache: bool = True
-    """Reuse generations across runs (keyed by model weights, prompt, sampling, constraint and
-    versions) from $TOOLSWEEP_CACHE/generations."""
+    """Reuse generations across runs (keyed by model weights, prompt, grammar and every option
+    that changes outputs) from $TOOLSWEEP_CACHE/generations."""
+
+    loads_model = True
+    serves_lora = False
+
+    def problems(self) -> list[str]:
+        """Every invalid value of this engine's options."""
+        return [] if self.shard_size >= 1 else [f"engine.shard_size must be an integer >= 1, got {self.shard_size}"]
+
+
+@dataclass
+class VLLMEngineConfig(EngineConfig):
+    name: str = "vllm"
+    target: str = "inference.engines.vllm_offline:VLLMEngine"
+    enforce_eager: Optional[bool] = None
+    """Skip graph capture/compilation. None: True on CPU (init 15-35 s, not 90-120 s)."""
+    gpu_memory_utilization: float = 0.9
+    """Share of GPU memory for weights and KV cache."""
+    max_num_seqs: int = 256
+    """Sequences decoded together."""
+    max_num_batched_tokens: Optional[int] = None
+    """Tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
+    cpu_kvcache_gib: int = 2
+    """On CPU: KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE)."""
+
+    serves_lora = True
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.max_num_seqs < 1:
+            found.append(f"engine.max_num_seqs must be an integer >= 1, got {self.max_num_seqs}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            found.append(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        return found
+
+
+@dataclass
+class TransformersEngineConfig(EngineConfig):
+    name: str = "transformers"
+    target: str = "inference.engines.hf_transformers:TransformersEngine"
+
+
+@dataclass
+class ReplayEngineConfig(EngineConfig):
+    name: str = "replay"
+    target: str = "inference.engines.replay:ReplayEngine"
+    predictions: str = MISSING
+    """JSONL or Parquet file of {sample_id, output} rows."""
+    cache: bool = False
+
+    loads_model = False
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not Path(self.predictions).expanduser().is_file():
+            found.append(f"engine.predictions {self.predictions!r} is not a file (JSONL or Parquet of "
+                         "{sample_id, output} rows)")
+        return found
+
+
+ENGINE_SCHEMAS = {"vllm": VLLMEngineConfig, "transformers": TransformersEngineConfig, "replay": ReplayEngineConfig}
+
+
+@dataclass
+class PromptConfig:
+    format: Optional[str] = None
+    """benchmark: the benchmark's answer format ({"tool_name", "parameters"}); native: the tools go
+    to the chat template and the model answers in its family's tool-call format, read by vLLM's
+    parser. None: what the benchmark's authors used (FamilyTool native, the others benchmark)."""
 
 
 @dataclass
 class DecodingConfig:
-    constraint: str = "outlines"
+    constraint: str = field(default="outlines", metadata=OUTPUT)
     """Grammar for the answer: outlines | xgrammar | guidance | none (free decoding)."""
-    max_new_tokens: int = 256
+    max_new_tokens: int = field(default=256, metadata=OUTPUT)
     """Answer budget, as in the paper."""
-    temperature: float = 0.0
+    temperature: float = field(default=0.0, metadata=OUTPUT)
     """0 = greedy, as the paper's scoring assumes."""
     compile_timeout_s: int = 60
     """Seconds one grammar may take to compile before its sample fails (vLLM's default, 5 s,
@@ -101,8 +173,10 @@ class DecodingConfig:
 class ToolsweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    engine: Any = MISSING
+    """One of ENGINE_SCHEMAS (conf/engine/*.yaml picks it)."""
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
     quiet: bool = False
     """Hide the progress bar and the engine's own log lines."""
     max_error_rate: float = 0.1
@@ -116,6 +190,8 @@ def register_configs() -> None:
 
     store = ConfigStore.instance()
     store.store(name="toolsweep_schema", node=ToolsweepConfig)
+    for name, schema in ENGINE_SCHEMAS.items():
+        store.store(group="engine", name=f"{name}_schema", node=schema)
 
 
 def validate(cfg: ToolsweepConfig) -> None:
@@ -126,16 +202,19 @@ def validate(cfg: ToolsweepConfig) -> None:
 
 
 def _check_choices(cfg: ToolsweepConfig) -> list[str]:
-    from inference.adapters import adapters
+    from inference.benchmarks import get_benchmark
+    from inference.errors import DatasetError
 
-    benchmarks = adapters()
     problems = []
     for key, value, allowed in (("decoding.constraint", cfg.decoding.constraint, CONSTRAINTS),
-                                ("engine.name", cfg.engine.name, ENGINES),
-                                ("dataset.name", cfg.dataset.name, tuple(benchmarks))):
+                                ("prompt.format", cfg.prompt.format, (*PROMPT_FORMATS, None))):
         if value not in allowed:
             problems.append(f"{key} must be one of {list(allowed)}, got {value!r}")
-    known = list(benchmarks[cfg.dataset.name].settings) if cfg.dataset.name in benchmarks else []
+    try:
+        known = list(get_benchmark(cfg.dataset.name).settings)
+    except DatasetError as exc:
+        problems.append(str(exc))
+        known = []
     bad = [s for s in cfg.dataset.settings if s not in known]
     if known and (bad or not cfg.dataset.settings):
         problems.append(f"dataset.settings must be a non-empty subset of {known} for "
@@ -150,10 +229,8 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
               ("decoding.max_new_tokens", cfg.decoding.max_new_tokens, 1, False),
               ("model.tensor_parallel_size", cfg.model.tensor_parallel_size, 1, False),
               ("model.max_model_len", cfg.model.max_model_len, 2, True),
-              ("engine.max_num_seqs", cfg.engine.max_num_seqs, 1, False),
               ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False),
-              ("decoding.max_string_chars", cfg.decoding.max_string_chars, 1, True),
-              ("engine.shard_size", cfg.engine.shard_size, 1, False))
+              ("decoding.max_string_chars", cfg.decoding.max_string_chars, 1, True))
     problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
                 for key, value, low, nullable in checks
                 if not (value is None and nullable) and (value is None or value < low)]
@@ -166,26 +243,21 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
         problems.append(f"decoding.temperature must be >= 0, got {cfg.decoding.temperature}")
     if not 0 <= cfg.max_error_rate <= 1:
         problems.append(f"max_error_rate must be in [0, 1], got {cfg.max_error_rate}")
-    if not 0 < cfg.engine.gpu_memory_utilization <= 1:
-        problems.append(f"engine.gpu_memory_utilization must be in (0, 1], got "
-                        f"{cfg.engine.gpu_memory_utilization}")
-    return problems
+    return problems + cfg.engine.problems()
 
 
 def _check_paths(cfg: ToolsweepConfig) -> list[str]:
     problems = []
     if not Path(cfg.dataset.path).expanduser().exists():
-        from inference.adapters import adapters
+        from inference.benchmarks import get_benchmark
+        from inference.errors import DatasetError
 
-        hint = getattr(adapters().get(cfg.dataset.name), "path_hint", "the benchmark's file or folder")
+        try:
+            hint = get_benchmark(cfg.dataset.name).path_hint
+        except DatasetError:
+            hint = "the benchmark's file or folder"
         problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; point dataset.path at {hint}")
-    if cfg.engine.name == "replay":
-        if not cfg.engine.predictions:
-            problems.append("engine=replay needs engine.predictions=FILE (JSONL or Parquet of "
-                            "{sample_id, output} rows)")
-        elif not Path(cfg.engine.predictions).expanduser().is_file():
-            problems.append(f"engine.predictions {cfg.engine.predictions!r} is not a file")
-    else:
+    if cfg.engine.loads_model:
         try:
             check_model_dir(cfg.model.path)
         except ConfigError as exc:
@@ -196,7 +268,7 @@ def _check_paths(cfg: ToolsweepConfig) -> list[str]:
 def _check_lora(cfg: ToolsweepConfig) -> list[str]:
     if cfg.model.lora is None:
         return []
-    if cfg.engine.name != "vllm":
+    if not cfg.engine.serves_lora:
         return [f"model.lora needs engine=vllm (vLLM serves adapters); got engine={cfg.engine.name}"]
     if not (Path(cfg.model.lora).expanduser() / "adapter_config.json").is_file():
         return [f"model.lora {cfg.model.lora!r} is not a LoRA adapter folder: it has no "

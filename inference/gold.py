@@ -1,7 +1,9 @@
 """`toolsweep-gold`: write a benchmark's gold calls as replay predictions.
 
 Replaying them (`engine=replay`) must give 1.0 on every metric: the check that the grader,
-the adapter and the schemas agree with the benchmark before any model is trusted.
+the loader and the schemas agree with the benchmark before any model is trusted. In the
+native format the calls are written the way the model family writes them (Hermes-style
+`<tool_call>` blocks by default), so the replay also exercises the family's parser.
 """
 
 from __future__ import annotations
@@ -12,14 +14,30 @@ from pathlib import Path
 
 import polars as pl
 
-from inference.adapters import adapters, load_dataset
+from inference.benchmarks import benchmark_names, get_benchmark, load_dataset
+from inference.benchmarks.base import NATIVE_FORMAT
 from inference.errors import DatasetError
+from inference.toolcalls import CALL_FORMATS, DEFAULT_PARSER
+
+# A native answer that declines: text with no tool call.
+NATIVE_REFUSAL = "I can't do that for you: it goes against the app's policy or your situation."
 
 
-def gold_outputs(samples: pl.DataFrame) -> pl.DataFrame:
-    """`{sample_id, output}` rows whose output is the gold call (or refusal) as compact one-line JSON."""
-    outputs = [json.dumps({"tool_name": tool, "parameters": json.loads(params)},
-                          ensure_ascii=False, separators=(",", ":"))
+def gold_output(tool: str | None, params: str, fmt: str, parser: str = DEFAULT_PARSER) -> str:
+    """The gold call (or refusal) as the answer format writes it, one line of compact JSON."""
+    if fmt != NATIVE_FORMAT:
+        return json.dumps({"tool_name": tool, "parameters": json.loads(params)}, ensure_ascii=False,
+                          separators=(",", ":"))
+    if tool is None:
+        return NATIVE_REFUSAL
+    family = CALL_FORMATS[parser]
+    call = json.dumps({"name": tool, family.args_key: json.loads(params)}, ensure_ascii=False, separators=(",", ":"))
+    return family.prefix + call + family.suffix
+
+
+def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER) -> pl.DataFrame:
+    """`{sample_id, output}` rows whose output is the gold answer in the given format."""
+    outputs = [gold_output(tool, params, fmt, parser)
                for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
     return samples.select("sample_id").with_columns(pl.Series("output", outputs, dtype=pl.String))
 
@@ -38,18 +56,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="toolsweep-gold", description=__doc__.splitlines()[0])
     parser.add_argument("dataset_path", type=Path, help="benchmark file or folder")
     parser.add_argument("out", type=Path, help="predictions file to write (.jsonl or .parquet)")
-    parser.add_argument("--dataset", default="petoolbench", choices=sorted(adapters()),
-                        help="benchmark adapter (dataset.name); default petoolbench")
+    parser.add_argument("--dataset", default="petoolbench", choices=benchmark_names(),
+                        help="benchmark (dataset.name); default petoolbench")
     parser.add_argument("--settings", default=None,
                         help="comma-separated settings (default: all of the benchmark's), e.g. p,r")
     parser.add_argument("--limit", type=int, default=None, help="first N records of each setting")
+    parser.add_argument("--format", choices=("benchmark", NATIVE_FORMAT), default=None,
+                        help="answer format (default: the benchmark's, as prompt.format)")
+    parser.add_argument("--tool-parser", choices=sorted(CALL_FORMATS), default=DEFAULT_PARSER,
+                        help="native format: the family whose call format to write (default hermes)")
     args = parser.parse_args(argv)
-    settings = args.settings.split(",") if args.settings else adapters()[args.dataset].settings
+    benchmark = get_benchmark(args.dataset)
+    settings = args.settings.split(",") if args.settings else benchmark.settings
     try:
         samples = load_dataset(args.dataset, args.dataset_path, settings, args.limit)
     except DatasetError as exc:
         parser.exit(2, f"toolsweep-gold: error: {exc}\n")
-    print(write_predictions(gold_outputs(samples), args.out))
+    fmt = args.format or benchmark.prompt_format
+    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser), args.out))
 
 
 if __name__ == "__main__":

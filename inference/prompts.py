@@ -1,9 +1,11 @@
 """The prompt pipeline (Polars): sample table -> rendered chat prompts, token ids, schemas.
 
-One row per sample. The setting's instruction is the system turn (it already embeds the
-history and the candidate tools), the query the user turn, and the model's own chat
-template renders them. Nothing is truncated silently: a prompt that leaves no room for
-the answer is a `too_long` row unless `drop_oldest_history` is set.
+One row per sample, rendered by the model's own chat template. In the benchmark format the
+sample's `system` turn already embeds the context and the candidate tools; in the native
+format the `native_system` turn carries the context and the tools go to the template
+(`tools=`), or, for a template that ignores them, into a tool block in the system turn.
+Nothing is truncated silently: a prompt that leaves no room for the answer is a `too_long`
+row unless `drop_oldest_history` is set.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 import polars as pl
 
 from inference.schemas import backend_schema, call_schema, cap_strings, compact_json, schema_id
+from inference.toolcalls import CallFormat, tool_block
 
 TOO_LONG = "too_long"
 _HISTORY_START = "Interaction history is:\n"
 _SYSTEM_PROBE, _USER_PROBE = "<<toolsweep-system>>", "<<toolsweep-user>>"
+_TOOL_PROBE = "toolsweep_probe_tool"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,22 @@ class PromptSettings:
     """Context length of the model: prompt tokens + max_new_tokens must fit."""
     max_new_tokens: int
     drop_oldest_history: bool = False
+    native: bool = False
+    """Render in the native format (tools to the chat template)."""
+    template_tools: bool = True
+    """native: the template renders `tools=`; False puts a tool block in the system turn instead."""
+
+
+def template_has_tools(tokenizer: Any) -> bool:
+    """Whether the chat template renders the `tools=` it is given (many small models' ignore them)."""
+    probe = [{"type": "function", "function": {"name": _TOOL_PROBE, "description": "",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": _USER_PROBE}], tools=probe,
+                                             tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - jinja templates raise their own exception types
+        return False
+    return _TOOL_PROBE in text
 
 
 def template_has_system(tokenizer: Any) -> bool:
@@ -63,14 +83,32 @@ def drop_history(system: str, count: int) -> str | None:
     return system[:at] + json.dumps(items[count:], ensure_ascii=False) + system[end:]
 
 
+def native_turns(native_system: str | None, tool_specs: str, template_tools: bool) -> tuple[str | None, Any]:
+    """(system turn, tools for the template) of a native-format sample."""
+    if template_tools:
+        return native_system, json.loads(tool_specs)
+    block = tool_block(json.loads(tool_specs))
+    return (f"{native_system}\n\n{block}" if native_system else block), None
+
+
+def render_one(row: dict[str, Any], tokenizer: Any, fold: bool, settings: PromptSettings) -> str:
+    """One sample's prompt text, as the model's chat template renders it."""
+    if not settings.native:
+        return tokenizer.apply_chat_template(build_messages(row["system"], row["user"], fold),
+                                             tokenize=False, add_generation_prompt=True)
+    system, tools = native_turns(row["native_system"], row["tool_specs"], settings.template_tools)
+    messages = build_messages(system, row["user"], fold) if system else [{"role": "user", "content": row["user"]}]
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+
+
 def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettings) -> pl.DataFrame:
     """Add `prompt`, `prompt_token_ids`, `prompt_tokens`, `history_dropped` and `failure`."""
     fold = not template_has_system(tokenizer)
     budget = settings.max_model_len - settings.max_new_tokens
     rendered = samples.with_columns(
-        pl.struct("system", "user").map_batches(
-            lambda s: pl.Series(_render_batch(s, tokenizer, fold)), return_dtype=pl.String
-        ).alias("prompt"))
+        pl.struct("system", "native_system", "tool_specs", "user").map_batches(
+            lambda s: pl.Series([render_one(r, tokenizer, fold, settings) for r in s.to_list()], dtype=pl.String),
+            return_dtype=pl.String).alias("prompt"))
     ids = _tokenize(tokenizer, rendered.get_column("prompt").to_list())
     rendered = rendered.with_columns(
         pl.Series("prompt_token_ids", ids, dtype=pl.List(pl.Int32)),
@@ -78,16 +116,10 @@ def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettin
         pl.lit(0, dtype=pl.Int64).alias("history_dropped"),
     )
     if settings.drop_oldest_history:
-        rendered = _shorten(rendered, tokenizer, fold, budget)
+        rendered = _shorten(rendered, tokenizer, fold, budget, settings)
     return rendered.with_columns(
         pl.when(pl.col("prompt_tokens") > budget).then(pl.lit(TOO_LONG)).otherwise(None)
         .cast(pl.String).alias("failure"))
-
-
-def _render_batch(rows: pl.Series, tokenizer: Any, fold: bool) -> list[str]:
-    return [tokenizer.apply_chat_template(build_messages(r["system"], r["user"], fold),
-                                          tokenize=False, add_generation_prompt=True)
-            for r in rows.to_list()]
 
 
 def _tokenize(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
@@ -96,26 +128,31 @@ def _tokenize(tokenizer: Any, prompts: list[str]) -> list[list[int]]:
     return tokenizer(prompts, add_special_tokens=False)["input_ids"]
 
 
-def _shorten(frame: pl.DataFrame, tokenizer: Any, fold: bool, budget: int) -> pl.DataFrame:
+def _shorten(frame: pl.DataFrame, tokenizer: Any, fold: bool, budget: int, settings: PromptSettings) -> pl.DataFrame:
+    column = "native_system" if settings.native else "system"
     rows = frame.to_dicts()
     for row in rows:
         dropped = 0
         while row["prompt_tokens"] > budget:
-            system = drop_history(row["system"], dropped + 1)
+            system = drop_history(row[column] or "", dropped + 1)
             if system is None:
                 break
             dropped += 1
-            row["prompt"] = _render_batch(pl.Series([{"system": system, "user": row["user"]}]),
-                                          tokenizer, fold)[0]
+            row["prompt"] = render_one({**row, column: system}, tokenizer, fold, settings)
             row["prompt_token_ids"] = _tokenize(tokenizer, [row["prompt"]])[0]
             row["prompt_tokens"], row["history_dropped"] = len(row["prompt_token_ids"]), dropped
     return pl.DataFrame(rows, schema=frame.schema)
 
 
-def attach_schemas(samples: pl.DataFrame, constraint: str, max_string_chars: int | None = None) -> pl.DataFrame:
-    """Add `schema_json` (order kept), `schema_id` and `gold_in_schema`, one build per candidate set."""
+def attach_schemas(samples: pl.DataFrame, constraint: str, max_string_chars: int | None = None,
+                   native: CallFormat | None = None) -> pl.DataFrame:
+    """Add `schema_json` (order kept), `schema_id` and `gold_in_schema`, one build per candidate set.
+
+    In the native format the schema is of one call in the family's keys (`name`, `arguments`);
+    the engine adds the family's wrapper. A forced call cannot refuse, so there a gold refusal
+    is outside the constrained answers (free decoding can still refuse by not calling)."""
     distinct = samples.select("tools", "allow_refusal").unique(maintain_order=True)
-    built = [_schema_row(*row, max_string_chars) for row in distinct.iter_rows()]
+    built = [_schema_row(*row, max_string_chars, native) for row in distinct.iter_rows()]
     table = distinct.with_columns(
         pl.Series("schema_json", [b[0] for b in built], dtype=pl.String),
         pl.Series("schema_id", [b[1] for b in built], dtype=pl.String))
@@ -123,19 +160,29 @@ def attach_schemas(samples: pl.DataFrame, constraint: str, max_string_chars: int
     backend = "outlines" if constraint == "none" else constraint
     # The settings of one record share schema and gold: validate each distinct pair once.
     checks = joined.select("schema_json", "gold_tool", "gold_params").unique(maintain_order=True)
-    fits = {row: gold_fits(*row, backend) for row in checks.iter_rows()}
+    fits = {row: gold_fits(*row, backend, native) for row in checks.iter_rows()}
     covered = [fits[row] for row in joined.select("schema_json", "gold_tool", "gold_params").iter_rows()]
     return joined.with_columns(pl.Series("gold_in_schema", covered, dtype=pl.Boolean))
 
 
-def _schema_row(tools_json: str, allow_refusal: bool, max_string_chars: int | None) -> tuple[str, str]:
-    schema = cap_strings(call_schema(json.loads(tools_json), allow_refusal), max_string_chars)
+def _schema_row(tools_json: str, allow_refusal: bool, max_string_chars: int | None,
+                native: CallFormat | None) -> tuple[str, str]:
+    tools = json.loads(tools_json)
+    schema = (call_schema(tools, allow_refusal) if native is None
+              else call_schema(tools, False, name_key="name", args_key=native.args_key))
+    schema = cap_strings(schema, max_string_chars)
     return compact_json(schema), schema_id(schema)
 
 
-def gold_fits(schema_json: str, gold_tool: str, gold_params: str, backend: str) -> bool:
+def gold_fits(schema_json: str, gold_tool: str | None, gold_params: str, backend: str,
+              native: CallFormat | None = None) -> bool:
     """Whether the gold call is valid under the schema, with `backend`'s value bounds."""
-    call = {"tool_name": gold_tool, "parameters": json.loads(gold_params)}
+    if native is not None:
+        if gold_tool is None:
+            return False
+        call = {"name": gold_tool, native.args_key: json.loads(gold_params)}
+    else:
+        call = {"tool_name": gold_tool, "parameters": json.loads(gold_params)}
     return _validator(schema_json, backend).is_valid(call)
 
 

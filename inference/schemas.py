@@ -67,8 +67,8 @@ def parameter_schema(declared_type: str | None, allowed: list[Any] | None = None
     return {"anyOf": [dict(o) for o in options]}
 
 
-def tool_branch(tool: dict[str, Any]) -> dict[str, Any]:
-    """The schema branch for calling one candidate tool."""
+def parameters_schema(tool: dict[str, Any]) -> dict[str, Any]:
+    """The schema of one tool's parameter object: declared parameters only, required ones required."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     for group, is_required in (("required_parameters", True), ("optional_parameters", False)):
@@ -79,12 +79,15 @@ def tool_branch(tool: dict[str, Any]) -> dict[str, Any]:
             properties[name] = parameter_schema(param.get("type"), param.get("enum"))
             if is_required:
                 required.append(name)
-    params: dict[str, Any] = {"type": "object", "properties": properties,
-                              "required": required, "additionalProperties": False}
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def tool_branch(tool: dict[str, Any], name_key: str = "tool_name", args_key: str = "parameters") -> dict[str, Any]:
+    """The schema branch for calling one candidate tool (keys as the answer format names them)."""
     return {
         "type": "object",
-        "properties": {"tool_name": {"const": tool["tool_name"]}, "parameters": params},
-        "required": ["tool_name", "parameters"],
+        "properties": {name_key: {"const": tool["tool_name"]}, args_key: parameters_schema(tool)},
+        "required": [name_key, args_key],
         "additionalProperties": False,
     }
 
@@ -98,17 +101,42 @@ REFUSAL_BRANCH: dict[str, Any] = {
 }
 
 
-def call_schema(tools: list[dict[str, Any]], allow_refusal: bool = False) -> dict[str, Any]:
+def call_schema(tools: list[dict[str, Any]], allow_refusal: bool = False, name_key: str = "tool_name",
+                args_key: str = "parameters") -> dict[str, Any]:
     """The schema of one call to any of `tools` (duplicate tool names collapse to one branch),
-    or, with `allow_refusal`, of a refusal."""
+    or, with `allow_refusal`, of a refusal. The native format names the keys `name` and
+    `arguments` (or the family's own) and has no refusal branch: not calling is the refusal."""
     branches, seen = [], set()
     for tool in tools:
         if tool["tool_name"] not in seen:
             seen.add(tool["tool_name"])
-            branches.append(tool_branch(tool))
+            branches.append(tool_branch(tool, name_key, args_key))
     if allow_refusal:
         branches.append(REFUSAL_BRANCH)
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+_JSON_TYPES = {"NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ARRAY": "array",
+               "OBJECT": "object"}
+
+
+def function_specs(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Schema-form tools as the function specs chat templates take (`tools=`), with JSON types."""
+    specs = []
+    for tool in tools:
+        properties: dict[str, Any] = {}
+        for group in ("required_parameters", "optional_parameters"):
+            for param in tool.get(group) or []:
+                kind = str(param.get("type") or "").upper()
+                properties.setdefault(param["name"], {
+                    "type": _JSON_TYPES.get(TYPE_ALIASES.get(kind, kind), "string"),
+                    **({"description": param["description"]} if param.get("description") else {}),
+                    **({"enum": param["enum"]} if param.get("enum") else {})})
+        required = [p["name"] for p in tool.get("required_parameters") or []]
+        specs.append({"type": "function", "function": {
+            "name": tool["tool_name"], "description": tool.get("tool_description") or tool.get("description") or "",
+            "parameters": {"type": "object", "properties": properties, "required": required}}})
+    return specs
 
 
 def cap_strings(schema: Any, max_chars: int | None) -> Any:

@@ -1,13 +1,15 @@
 """Engines turn prompts into outputs. Each takes the same requests and returns the same records.
 
-Only `vllm_offline.py` imports vllm, and only when that engine is chosen, so the rest of
-toolsweep (and all of grading) runs where vllm is not installed.
+Only the `vllm_*.py` modules import vllm, and only when used, so the rest of toolsweep (and
+all of grading) runs where vllm is not installed. An engine is named by its config's
+`target` (`module:Class`) and builds itself with `from_config`; nothing lists the engines.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,10 @@ class Request:
     """The same prompt as token ids: what vLLM is given, so counts match exactly."""
     schema_json: Optional[str]
     """The call schema (order kept), or None for free decoding."""
+    call_format: Optional[str] = None
+    """Native format: the family (inference.toolcalls.CALL_FORMATS) whose wrapper the grammar adds."""
+    max_calls: int = 1
+    """Native format: how many wrapped calls the grammar allows."""
 
 
 @dataclass(frozen=True)
@@ -36,8 +42,27 @@ class Generation:
     """Error class and message when the engine failed on this sample."""
 
 
+@dataclass(frozen=True)
+class EngineContext:
+    """What an engine needs besides its own options: the model, decoding and the run's samples."""
+
+    model: Any
+    """inference.config.ModelConfig"""
+    decoding: Any
+    """inference.config.DecodingConfig"""
+    max_model_len: Optional[int]
+    sample_ids: list[str]
+    quiet: bool = False
+
+
+def engine_class(target: str) -> Any:
+    """The class a `module:Class` target names."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class Engine(Protocol):
-    """The interface every engine implements."""
+    """The interface every engine implements (plus `from_config(engine_cfg, context)`)."""
 
     backend: str
     """The structured-output backend that really ran ("none" for free decoding)."""

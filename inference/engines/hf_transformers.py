@@ -1,8 +1,8 @@
 """transformers engine: Hugging Face `generate`, constrained through the `outlines` library.
 
-For machines without vLLM. Greedy, one prompt at a time, as the
-PEToolBench paper's own pipeline runs. The constraint is the same compact regex the
-vLLM engine uses, compiled by the chosen backend (outlines_core, xgrammar or llguidance).
+For machines without vLLM. One prompt at a time (no batching). The constraint is the same
+compact regex the vLLM engine builds for outlines (in the native format with the family's
+wrapper), compiled by the chosen backend (outlines_core, xgrammar or llguidance).
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from inference.engines import Generation, Request
+from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.schemas import outlines_regex
+from inference.toolcalls import CALL_FORMATS, native_regex
 
 # decoding.constraint -> the outlines library's name for its grammar backend
 _OUTLINES_BACKENDS = {"outlines": "outlines_core", "xgrammar": "xgrammar", "guidance": "llguidance"}
@@ -41,6 +42,12 @@ class TransformersEngine:
                               f"{type(exc).__name__}: {exc}") from exc
         self._generators: dict[str, Any] = {}
 
+    @classmethod
+    def from_config(cls, engine: Any, context: EngineContext) -> "TransformersEngine":
+        return cls(model_path=context.model.path, constraint=context.decoding.constraint, dtype=context.model.dtype,
+                   max_new_tokens=context.decoding.max_new_tokens, temperature=context.decoding.temperature,
+                   seed=engine.seed, quiet=context.quiet)
+
     def generate(self, requests: list[Request]) -> list[Generation]:
         """Generate each request; a failing sample becomes an `error` row."""
         from tqdm import tqdm
@@ -57,7 +64,7 @@ class TransformersEngine:
     def _generate_one(self, request: Request) -> Generation:
         if self._constraint == "none" or request.schema_json is None:
             return self._free(request)
-        text = self._generator(request.schema_json)(
+        text = self._generator(_regex(request))(
             request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
         tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return Generation(request.sample_id, text,
@@ -82,15 +89,21 @@ class TransformersEngine:
         return Generation(request.sample_id, text, "stop" if ended or len(new) < self._max_new_tokens
                           else "length", len(new))
 
-    def _generator(self, schema_json: str) -> Any:
-        if schema_json not in self._generators:
+    def _generator(self, regex: str) -> Any:
+        if regex not in self._generators:
             import outlines
             from outlines.types import Regex
 
             model = outlines.from_transformers(self.model, self.tokenizer)
-            self._generators[schema_json] = outlines.Generator(
-                model, Regex(outlines_regex(schema_json)), backend=_OUTLINES_BACKENDS[self._constraint])
-        return self._generators[schema_json]
+            self._generators[regex] = outlines.Generator(
+                model, Regex(regex), backend=_OUTLINES_BACKENDS[self._constraint])
+        return self._generators[regex]
+
+
+def _regex(request: Request) -> str:
+    if request.call_format is None:
+        return outlines_regex(request.schema_json)
+    return native_regex(request.schema_json, CALL_FORMATS[request.call_format], request.max_calls)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

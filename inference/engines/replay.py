@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from inference.engines import Generation, Request
+from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 
 _MAX_LISTED = 20
@@ -54,6 +54,10 @@ class ReplayEngine:
                               f"the dataset: {_listing(unknown)}. Check dataset.settings, "
                               "dataset.limit and the id form '{setting}-{entry_id}'.")
         self.missing = [i for i in known_ids if i not in self._outputs]
+
+    @classmethod
+    def from_config(cls, engine: "ReplayEngineConfig", context: EngineContext) -> "ReplayEngine":  # noqa: F821
+        return cls(engine.predictions, context.sample_ids)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """The stored output of each request; absent ones are failures counted as wrong."""

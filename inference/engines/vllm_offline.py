@@ -1,10 +1,12 @@
-"""vLLM offline batch engine: every prompt in one `LLM.generate`, one SamplingParams per request.
+"""vLLM offline batch engine: each shard of prompts in one `LLM.generate`, one SamplingParams
+per request.
 
-The only module that imports vllm, lazily, after setting the environment it reads at import.
-Structured output: `decoding.constraint` picks vLLM's backend. For `outlines` the regex is
-built here with Outlines (compact, no optional whitespace) and passed as
-`StructuredOutputsParams(regex=...)`; xgrammar and guidance take the bounded JSON schema
-with `disable_any_whitespace`, which vLLM honours only at engine level.
+Imports vllm lazily, after setting the environment it reads at import. Structured output:
+`decoding.constraint` picks vLLM's backend. For `outlines` the regex is built here with
+Outlines (compact, no optional whitespace) and passed as `StructuredOutputsParams(regex=...)`;
+xgrammar and guidance take the bounded JSON schema with `disable_any_whitespace`, which vLLM
+honours only at engine level. In the native format the family's wrapper goes around the
+call: a regex for outlines, a structural tag for xgrammar, a Lark grammar for guidance.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import os
 import sys
 from typing import Any
 
-from inference.engines import Generation, Request
+from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.models import cache_root
 from inference.schemas import backend_schema, outlines_regex
+from inference.toolcalls import CALL_FORMATS, native_lark, native_regex, native_structural_tag
 
 
 def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> bool:
@@ -84,16 +87,23 @@ class VLLMEngine:
             raise EngineError(f"vLLM could not load model.path={model_path!r}: "
                               f"{type(exc).__name__}: {exc}") from exc
 
+    @classmethod
+    def from_config(cls, engine: Any, context: EngineContext) -> "VLLMEngine":
+        model, decoding = context.model, context.decoding
+        return cls(model_path=model.path, constraint=decoding.constraint, max_model_len=context.max_model_len,
+                   dtype=model.dtype, lora=model.lora, max_lora_rank=model.max_lora_rank,
+                   tensor_parallel_size=model.tensor_parallel_size, max_new_tokens=decoding.max_new_tokens,
+                   temperature=decoding.temperature, seed=engine.seed, enforce_eager=engine.enforce_eager,
+                   gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
+                   max_num_batched_tokens=engine.max_num_batched_tokens, cpu_kvcache_gib=engine.cpu_kvcache_gib,
+                   compile_timeout_s=decoding.compile_timeout_s, quiet=context.quiet)
+
     def _sampling_params(self, request: Request) -> Any:
         from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
 
         structured = None
         if request.schema_json is not None and self.constraint != "none":
-            structured = (StructuredOutputsParams(regex=outlines_regex(request.schema_json))
-                          if self.constraint == "outlines"
-                          else StructuredOutputsParams(json=backend_schema(request.schema_json,
-                                                                           self.constraint)))
+            structured = structured_params(request, self.constraint)
         return SamplingParams(max_tokens=self._max_new_tokens, temperature=self._temperature,
                               seed=self._seed, structured_outputs=structured)
 
@@ -129,6 +139,23 @@ class VLLMEngine:
             if used:
                 self.backend = used
                 return
+
+
+def structured_params(request: Request, backend: str) -> Any:
+    """vLLM's StructuredOutputsParams for one request under `backend`."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    if request.call_format is None:
+        if backend == "outlines":
+            return StructuredOutputsParams(regex=outlines_regex(request.schema_json))
+        return StructuredOutputsParams(json=backend_schema(request.schema_json, backend))
+    fmt = CALL_FORMATS[request.call_format]
+    if backend == "outlines":
+        return StructuredOutputsParams(regex=native_regex(request.schema_json, fmt, request.max_calls))
+    if backend == "xgrammar":
+        return StructuredOutputsParams(
+            structural_tag=native_structural_tag(request.schema_json, fmt, backend, request.max_calls))
+    return StructuredOutputsParams(grammar=native_lark(request.schema_json, fmt, backend, request.max_calls))
 
 
 def _to_generation(request: Request, output: Any) -> Generation:

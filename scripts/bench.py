@@ -1,4 +1,4 @@
-"""`make bench`: measure toolsweep against the paper's pipeline, grammar work, prompts, overhead.
+"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead.
 
 Every figure goes to bench.json with its unit, the machine, package versions and the
 command. Short timings are medians of repeats; ratios come from runs made side by side
@@ -102,7 +102,7 @@ def gemma_tokenizer_dir() -> Path:
 
 def distinct_schemas(data: Path, limit: int | None) -> list[str]:
     """Every distinct candidate-set schema of PEToolBench (order kept), at most `limit`."""
-    from inference.petoolbench import load_petoolbench
+    from inference.benchmarks.petoolbench import load_petoolbench
     from inference.prompts import attach_schemas
 
     table = attach_schemas(load_petoolbench(data, ["p"]), "outlines")
@@ -193,7 +193,7 @@ def _second_job(backend: str, compile_one: Callable[[str], Any], compiled: dict[
 # ---------------------------------------------------------------- prompt pipeline
 def bench_prompts(data: Path, repeats: int) -> dict[str, Any]:
     """3000 PEToolBench samples -> rendered prompts, token counts and schemas."""
-    from inference.petoolbench import load_petoolbench
+    from inference.benchmarks.petoolbench import load_petoolbench
     from inference.pipeline import load_tokenizer
     from inference.prompts import PromptSettings, attach_schemas, render_prompts
 
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def grammar_share(report: dict[str, Any], data: Path, records: int) -> dict[str, Any]:
     """Cold grammar compilation as a share of the end-to-end run, per backend (embedded tokenizer)."""
-    from inference.petoolbench import load_petoolbench
+    from inference.benchmarks.petoolbench import load_petoolbench
     from inference.prompts import attach_schemas
 
     everything = distinct_schemas(data, None)

@@ -14,8 +14,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from grading.rules import Rules
-from inference.adapters import Adapter, raise_problems, read_json, sample_row, sample_table
+from inference.benchmarks.base import Benchmark, raise_problems, read_json, sample_row, sample_table
 from inference.errors import DatasetError
 
 # setting code -> the record field holding that setting's complete system prompt
@@ -25,9 +24,12 @@ SETTINGS: dict[str, str] = {
     "c": "instruction_chronological",
 }
 _COMMON_FIELDS = ("entry_id", "query", "apis_candidate", "api_call_ground_truth")
-# The paper's evaluation script: its regex finds the call, Python `==` compares the whole
-# parameter object, names are compared as written.
-RULES = Rules(official_parser="tool_name_regex", name_rule="exact", value_rule="exact", params_rule="whole")
+# The paper's evaluation script, reproduced in grading/scorers/petoolbench.py.
+SCORER = "petoolbench"
+# Where the instruction's answer-format section starts: the native format cuts it (the chat
+# template then shows the tools and the model answers in its own call format).
+_FORMAT_SECTION = "\n\nGenerate your tool call in the following format:"
+_NATIVE_CLOSING = "\n\nCall the one tool that fits the user's instruction and preferences."
 
 @dataclass(frozen=True)
 class _Source:
@@ -105,10 +107,17 @@ def _rows(source: _Source, records: list[Any]) -> tuple[list[dict], list[str]]:
 
 
 def _row(record: dict[str, Any], setting: str) -> dict[str, Any]:
-    gold = record["api_call_ground_truth"]
-    return sample_row(setting=setting, entry_id=record["entry_id"], system=record[SETTINGS[setting]],
-                      user=record["query"], tools=json.loads(record["apis_candidate"]),
-                      gold_tool=gold["tool_name"], gold_params=gold["parameters"], rules=RULES)
+    gold, system = record["api_call_ground_truth"], record[SETTINGS[setting]]
+    return sample_row(setting=setting, entry_id=record["entry_id"], system=system,
+                      native_system=native_system(system), user=record["query"],
+                      tools=json.loads(record["apis_candidate"]),
+                      gold_tool=gold["tool_name"], gold_params=gold["parameters"], scorer=SCORER)
+
+
+def native_system(system: str) -> str:
+    """The instruction without its answer-format section, for the native tool-call format."""
+    head, found, _ = system.partition(_FORMAT_SECTION)
+    return head.rstrip() + _NATIVE_CLOSING if found else system
 
 
 def load_petoolbench(path: str | Path, settings: Iterable[str], limit: int | None = None) -> pl.DataFrame:
@@ -120,8 +129,9 @@ def load_petoolbench(path: str | Path, settings: Iterable[str], limit: int | Non
         rows += source_rows
         problems += source_problems
     raise_problems(problems, path)
-    return sample_table(rows, settings, limit)
+    return sample_table(rows, settings, limit, SCORER)
 
 
-ADAPTER = Adapter(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench,
-                  path_hint="user_entries_test.json, or a folder with dataset_test/user_entries_test_{p,r,c}.json")
+BENCHMARK = Benchmark(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench, scorer=SCORER,
+                      path_hint="user_entries_test.json, or a folder with "
+                                "dataset_test/user_entries_test_{p,r,c}.json")

@@ -9,8 +9,8 @@ personalized_arguments, environmental_arguments}}}}`, argument keys `"name (type
 Every case is shown the whole API file of its setting. A tool is named `APP.API` (API names
 repeat across apps). Refusal is allowed, in the prompt and the grammar, in the setting whose
 gold has refusals (persona_environment). The benchmark publishes no scoring code; toolsweep
-scores app, API, argument groups and the exact call, with "True"/"False" strings equal to
-booleans (606 gold values in the environment set are such strings).
+reconstructs its paper's Table 3 F1 levels (grading/scorers/toolspectrum_f1.py) from the
+`toolset` column: every APP.API with its app, API name and argument groups.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from grading.rules import Rules
-from inference.adapters import Adapter, raise_problems, read_json, sample_row, sample_table
+from inference.benchmarks.base import Benchmark, raise_problems, read_json, sample_row, sample_table
 from inference.errors import DatasetError
 
 # setting -> (cases file, API file, context fields shown, refusal allowed)
@@ -35,7 +34,7 @@ SETTINGS: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
     "persona_environment": ("dataset_persona_environment.json", "API_description.json",
                             ("persona", "environment"), True),
 }
-RULES = Rules(official_parser="whole_json", name_rule="exact", value_rule="bool_strings", params_rule="whole")
+SCORER = "toolspectrum_f1"
 GROUPS = {"required_arguments": "required", "personalized_arguments": "personalized",
           "environmental_arguments": "environmental"}
 _ARG_KEY = re.compile(r"^\s*(?P<name>[^()]+?)\s*\((?P<type>[^()]*)\)\s*$")
@@ -52,6 +51,13 @@ _INSTRUCTIONS = (
 _REFUSAL = (
     "\nIf the instruction violates an app's policy or does not suit the user's profile or "
     'environment, call nothing and answer {"tool_name": null, "parameters": null}.')
+# Native format: the tools go to the chat template; the app descriptions and policies stay here.
+_NATIVE_INSTRUCTIONS = (
+    "You operate a phone's apps for one user. Call the API that fulfils the user's instruction: "
+    "required arguments from the instruction, personalized ones from the user's profile, "
+    "environmental ones from the user's current environment.\n\n{apps}\n\n{context}{refusal}")
+_NATIVE_REFUSAL = ("\nIf the instruction violates an app's policy or does not suit the user's profile or "
+                   "environment, call no tool and say why.")
 
 
 def argument(key: str) -> tuple[str, str]:
@@ -110,6 +116,19 @@ def _parameter(key: str, description: Any, categorical: bool) -> dict[str, Any]:
     name, arg_type = argument(key)
     allowed = allowed_values(description, arg_type) if categorical and isinstance(description, str) else None
     return {"name": name, "type": arg_type, **({"enum": allowed} if allowed else {})}
+
+
+def toolset_table(api: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{APP.API: {"app", "api", "groups": {argument: group}}}: what the F1 scorer needs."""
+    groups = argument_groups(api)
+    return {f"{app}.{name}": {"app": app, "api": name, "groups": groups[f"{app}.{name}"]}
+            for app, spec in api.items() for name in spec["APIs"]}
+
+
+def app_notes(api: dict[str, Any]) -> str:
+    """Each app's description and policies, for the native format's system turn."""
+    return "\n".join(f"# {app}: {spec.get('desc', '')}" + "".join(f"\nPolicy: {p}" for p in _policies(spec))
+                     for app, spec in api.items())
 
 
 def argument_groups(api: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -188,7 +207,7 @@ def _setting_rows(root: Path, setting: str) -> tuple[list[dict[str, Any]], list[
     if not isinstance(cases, list):
         raise DatasetError(f"{root / 'data' / cases_file}: expected a JSON array of cases, got {type(cases).__name__}.")
     tools, groups, toolset = schema_tools(api), argument_groups(api), render_toolset(api)
-    apps = {f"{app}.{name}": app for app, spec in api.items() for name in spec["APIs"]}
+    table, notes = json.dumps(toolset_table(api), ensure_ascii=False), app_notes(api)
     rows, problems = [], []
     for index, case in enumerate(cases):
         found = case_problems(case, fields, groups)
@@ -199,11 +218,12 @@ def _setting_rows(root: Path, setting: str) -> tuple[list[dict[str, Any]], list[
         tool = f"{call['APP']}.{call['API']}" if call else None
         system = _INSTRUCTIONS.format(toolset=toolset, context=_context(case, fields),
                                       refusal=_REFUSAL if refusal else "")
-        rows.append(sample_row(setting=setting, entry_id=index, system=system, user=case["instruction"],
-                               tools=tools, gold_tool=tool, gold_params=call["params"] if call else None,
-                               rules=RULES, allow_refusal=refusal, tool_apps=apps,
-                               param_groups={k: groups[tool][k] for k in call["params"] if k in groups[tool]}
-                               if call else None))
+        native = _NATIVE_INSTRUCTIONS.format(apps=notes, context=_context(case, fields),
+                                             refusal=_NATIVE_REFUSAL if refusal else "")
+        rows.append(sample_row(setting=setting, entry_id=index, system=system, native_system=native,
+                               user=case["instruction"], tools=tools, gold_tool=tool,
+                               gold_params=call["params"] if call else None, scorer=SCORER,
+                               allow_refusal=refusal, inputs={"toolset": table}))
     return rows, problems
 
 
@@ -218,8 +238,8 @@ def load_toolspectrum(path: Path, settings: tuple[str, ...], limit: int | None =
         rows += setting_rows
         problems += setting_problems
     raise_problems(problems, path)
-    return sample_table(rows, settings, limit)
+    return sample_table(rows, settings, limit, SCORER)
 
 
-ADAPTER = Adapter(name="toolspectrum", settings=tuple(SETTINGS), load=load_toolspectrum,
+BENCHMARK = Benchmark(name="toolspectrum", settings=tuple(SETTINGS), load=load_toolspectrum, scorer=SCORER,
                   path_hint="the ToolSpectrum folder (data/dataset_*.json, api/API_description*.json)")

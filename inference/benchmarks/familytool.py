@@ -9,8 +9,10 @@ of role messages `id`, `candidate_tools`, `user`, `tool_call`) and `KG/familykg-
 - `b_retrieve`, `e_retrieve`: the same cases with those triples cut from the query and the
   whole family graph put in the prompt, so the model must find the path itself.
 
-Scoring is UnifiedToolHub's `metrics_for_single_round_tool_call`, which FamilyTool uses:
-names and keys whitespace-stripped, values equal as `json.dumps`, only gold keys checked.
+FamilyTool's authors prompt in the model's native tool-call format (the chat template gets
+`tools=`, no system message) and read calls with the model family's parser; that is the default
+here (`prompt.format=native`). Scoring is UnifiedToolHub's single-round metric
+(grading/scorers/unifiedtoolhub.py), against the gold calls as written.
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ from typing import Any
 
 import polars as pl
 
-from grading.rules import Rules
-from inference.adapters import Adapter, raise_problems, read_jsonl, sample_row, sample_table
+from inference.benchmarks.base import NATIVE_FORMAT, Benchmark, raise_problems, read_jsonl, sample_row, sample_table
 from inference.errors import DatasetError
 
 SETTINGS = ("b", "e", "b_retrieve", "e_retrieve")
-RULES = Rules(official_parser="whole_json", name_rule="strip", value_rule="json_dumps", params_rule="gold_keys")
+SCORER = "unifiedtoolhub"
 _ROLES = ("id", "candidate_tools", "user", "tool_call")
 _ID_PREFIX = "KGMTUbench_"
 _KG_MARKER = "The extra information for the query is"
@@ -39,6 +40,10 @@ _INSTRUCTIONS = (
     "Call exactly one tool. Answer with only a JSON object: "
     '{{"tool_name": "<tool name>", "parameters": {{"<name>": <value>, ...}}}}')
 _GRAPH = "\nThe family knowledge graph, one (head, relation, tail) triple per line:\n{triples}\n"
+# Native format: upstream sends no system message; the retrieve settings need the graph somewhere,
+# so it goes in a system turn of its own.
+_NATIVE_GRAPH = ("You call tools for the members of one family. The right arguments are usually entities of "
+                 "the family's knowledge graph.{graph}")
 
 
 def case_problems(case: Any) -> list[str]:
@@ -104,11 +109,25 @@ def _row(case: list[dict[str, Any]], setting: str, graph: str | None) -> dict[st
     ident, tools, user, calls = (m["content"] for m in case)
     if graph is not None:
         user = user.split(_KG_MARKER)[0].rstrip()
-    system = _INSTRUCTIONS.format(tools=prompt_tools(tools),
-                                  graph=_GRAPH.format(triples=graph) if graph is not None else "")
+    graph_text = _GRAPH.format(triples=graph) if graph is not None else ""
+    system = _INSTRUCTIONS.format(tools=prompt_tools(tools), graph=graph_text)
     return sample_row(setting=setting, entry_id=int(ident[len(_ID_PREFIX):]), system=system, user=user,
-                      tools=schema_tools(tools), gold_tool=calls[0]["name"], gold_params=calls[0]["parameters"],
-                      rules=RULES)
+                      native_system=_NATIVE_GRAPH.format(graph=graph_text) if graph is not None else None,
+                      tools=schema_tools(tools), tool_specs=function_specs(tools),
+                      gold_tool=calls[0]["name"], gold_params=calls[0]["parameters"], scorer=SCORER,
+                      inputs={"gold_calls": [{"name": c["name"], "parameters": c["parameters"]} for c in calls]})
+
+
+def function_specs(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidate tools as chat-template function specs: name, description and the
+    parameters object as the benchmark writes it (the response schema is left out)."""
+    seen, specs = set(), []
+    for tool in tools:
+        if tool["name"] not in seen:
+            seen.add(tool["name"])
+            specs.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
+                                                           if k in tool}})
+    return specs
 
 
 def _files(root: Path, part: str) -> tuple[Path, Path]:
@@ -138,8 +157,9 @@ def load_familytool(path: Path, settings: tuple[str, ...], limit: int | None = N
             if not found:
                 rows += [_row(case, s, graph if s.endswith("_retrieve") else None) for s in wanted]
     raise_problems(problems, path)
-    return sample_table(rows, settings, limit)
+    return sample_table(rows, settings, limit, SCORER)
 
 
-ADAPTER = Adapter(name="familytool", settings=SETTINGS, load=load_familytool,
-                  path_hint="the FamilyTool folder (datasets/familytool-{b,e}.jsonl, KG/familykg-{b,e}.jsonl)")
+BENCHMARK = Benchmark(name="familytool", settings=SETTINGS, load=load_familytool, scorer=SCORER,
+                      prompt_format=NATIVE_FORMAT, max_calls=3,
+                      path_hint="the FamilyTool folder (datasets/familytool-{b,e}.jsonl, KG/familykg-{b,e}.jsonl)")

@@ -1,0 +1,58 @@
+"""PEToolBench's scoring, as the paper's evaluation script does it.
+
+`official`: the script's regex finds the call in the answer, `json.loads` decodes it; the tool
+is right when its name equals the gold's exactly (case-sensitive); the parameters are right when
+the whole object equals the gold object as decoded Python values (`"10" != 10`, `1 == 1.0`),
+counted whether or not the tool is right. `json` reads the answer with the robust parser and
+compares the same way. A failed generation (too long, cut off, engine error) is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from grading.canonical import canonical_json
+from grading.parsers import parse_official
+from grading.readings import read_one
+from grading.scoring import RowScorer, mean
+
+FIELDS: dict[str, pl.DataType] = {
+    "valid": pl.Boolean, "tool": pl.String, "params": pl.String, "tool_ok": pl.Boolean,
+    "params_ok": pl.Boolean, "param_score": pl.Float64, "call_ok": pl.Boolean,
+}
+WRONG = {"valid": False, "tool": None, "params": None, "tool_ok": False, "params_ok": False,
+         "param_score": 0.0, "call_ok": False}
+
+
+def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The grade fields of one PEToolBench sample under one reading."""
+    if row["failure"] is not None:
+        return dict(WRONG)
+    parsed = read_one(reading, row, parse_official)
+    if not parsed.ok:
+        return dict(WRONG)
+    gold = json.loads(row["gold_params"])
+    tool_ok = parsed.tool_name == row["gold_tool"]
+    params_ok = isinstance(parsed.parameters, dict) and parsed.parameters == gold
+    tool = parsed.tool_name if isinstance(parsed.tool_name, str) else canonical_json(parsed.tool_name)
+    return {"valid": True, "tool": tool, "params": canonical_json(parsed.parameters), "tool_ok": tool_ok,
+            "params_ok": params_ok, "param_score": float(params_ok), "call_ok": tool_ok and params_ok}
+
+
+SCORER = RowScorer(
+    name="petoolbench",
+    readings=("official", "json"),
+    inputs=("gold_tool", "gold_params"),
+    fields=FIELDS,
+    metrics=(
+        mean("tool_acc", "tool_ok", headline=True, description="the preferred tool, exact name"),
+        mean("param_acc", "param_score", headline=True, description="the whole parameter object"),
+        mean("call_acc", "call_ok", headline=True, description="tool and parameters both right"),
+        mean("format_valid", "valid", ci=False, description="answers the reading could parse"),
+    ),
+    grade=grade,
+    description="PEToolBench paper: regex reading, exact tool name, whole-object parameters",
+)

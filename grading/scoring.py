@@ -1,0 +1,186 @@
+"""The scorer contract: how a benchmark's samples are graded and which metrics they give.
+
+A scorer is one module in `grading/scorers/` (or any importable module, named by its dotted
+path) that defines `SCORER`. It declares:
+
+- `readings`: the ways an answer is read, e.g. `official` (the benchmark's own parser) and
+  `json` (toolsweep's robust one); every grade column and metric exists once per reading;
+- `inputs`: the extra sample-table columns its benchmark's loader must provide;
+- `fields`: the per-sample grade columns it adds (as `{reading}_{field}`), with their types;
+- `metrics`: what is reported, each a :class:`Metric` (name, source fields, aggregation,
+  scale, whether it gets a bootstrap CI).
+
+Every sample row names its scorer (`scorer` column), so re-grading needs no inference code,
+and every report (metrics, leaderboard, comparison, plots) is derived from the scorer present.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+import polars as pl
+
+from grading.errors import GradingError
+
+SHARE, SCORE = "share", "score"
+# Tables written before samples named their scorer were PEToolBench runs.
+LEGACY_SCORER = "petoolbench"
+_PACKAGE = "grading.scorers"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported number: an aggregation of per-sample grade fields over a group of samples."""
+
+    name: str
+    sources: tuple[str, ...]
+    """Grade fields (without the reading prefix) the aggregation reads, in its argument order."""
+    reduce: Callable[..., float | None]
+    """Numpy arrays of the sources (nulls as nan) -> the value, or None where undefined."""
+    scale: str = SHARE
+    """`share`: a value in [0, 1], shown as a percentage; `score`: shown as is (e.g. 0-5)."""
+    ci: bool = True
+    """Whether reports give it a 95% bootstrap CI."""
+    headline: bool = False
+    """Shown first, and plotted against training step."""
+    per_sample: bool = False
+    """A plain mean of one per-sample source: paired tests and flips apply to it."""
+    description: str = ""
+
+    def value(self, frame: pl.DataFrame, reading: str) -> float | None:
+        """The metric over the rows of `frame` under `reading`."""
+        return self.reduce(*source_arrays(frame, reading, self.sources))
+
+
+def source_arrays(frame: pl.DataFrame, reading: str, sources: Sequence[str]) -> list[np.ndarray]:
+    """The source columns of one reading as float arrays, nulls as nan."""
+    return [frame[f"{reading}_{s}"].cast(pl.Float64).fill_null(np.nan).to_numpy() for s in sources]
+
+
+def _mean(values: np.ndarray) -> float | None:
+    kept = values[~np.isnan(values)]
+    return float(kept.mean()) if kept.size else None
+
+
+def mean(name: str, source: str, *, scale: str = SHARE, ci: bool = True, headline: bool = False,
+         description: str = "") -> Metric:
+    """The mean of one per-sample field over the samples where it is not null."""
+    return Metric(name, (source,), _mean, scale, ci, headline, per_sample=True, description=description)
+
+
+def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
+    tp_sum, fp_sum, fn_sum = np.nansum(tp), np.nansum(fp), np.nansum(fn)
+    if tp_sum + fp_sum + fn_sum == 0:
+        return None  # nothing to find and nothing predicted: the level does not apply
+    return float(2 * tp_sum / (2 * tp_sum + fp_sum + fn_sum)) if tp_sum else 0.0
+
+
+def f1(name: str, prefix: str, *, headline: bool = False, description: str = "") -> Metric:
+    """F1 over counts pooled across the samples (`{prefix}_tp`, `_fp`, `_fn` per sample): 0 with
+    no true positive, None where the samples have neither gold nor predicted items at that level."""
+    return Metric(name, (f"{prefix}_tp", f"{prefix}_fp", f"{prefix}_fn"), _f1, SHARE, True, headline,
+                  description=description)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
+    total = np.nansum(denominator)
+    return float(np.nansum(numerator) / total) if total else None
+
+
+def ratio(name: str, numerator: str, denominator: str, *, ci: bool = False, description: str = "") -> Metric:
+    """sum(numerator) / sum(denominator) over the samples; None when the denominator is 0."""
+    return Metric(name, (numerator, denominator), _ratio, SHARE, ci, description=description)
+
+
+class Scorer(Protocol):
+    """What grading needs from a scorer (see `RowScorer` for the usual implementation)."""
+
+    name: str
+    readings: tuple[str, ...]
+    inputs: tuple[str, ...]
+    fields: Mapping[str, pl.DataType]
+    metrics: tuple[Metric, ...]
+
+    def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
+        """The grade fields of one sample row under one reading."""
+        ...
+
+
+@dataclass(frozen=True)
+class RowScorer:
+    """A scorer that grades each row on its own with `grade` (reading, row) -> fields."""
+
+    name: str
+    readings: tuple[str, ...]
+    fields: Mapping[str, pl.DataType]
+    metrics: tuple[Metric, ...]
+    grade: Callable[[str, dict[str, Any]], dict[str, Any]]
+    inputs: tuple[str, ...] = ()
+    description: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
+        return self.grade(reading, row)
+
+
+def scorer_names() -> list[str]:
+    """The scorers shipped in grading/scorers/ (any importable module path also works)."""
+    package = importlib.import_module(_PACKAGE)
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+
+
+@lru_cache(maxsize=64)
+def get_scorer(name: str) -> Scorer:
+    """The scorer called `name`: a module of grading/scorers/, or a dotted module path
+    (`mypackage.my_scorer`) whose module defines SCORER."""
+    module_name = name if "." in name else f"{_PACKAGE}.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise GradingError(f"unknown scorer {name!r}: choose one of {scorer_names()}, or give the "
+                               "dotted path of a module that defines SCORER") from None
+        raise
+    scorer = getattr(module, "SCORER", None)
+    if scorer is None:
+        raise GradingError(f"scorer module {module_name!r} defines no SCORER")
+    return scorer
+
+
+def scorer_of(samples: pl.DataFrame) -> Scorer:
+    """The one scorer named by a sample table's `scorer` column (legacy tables: PEToolBench's)."""
+    if "scorer" not in samples.columns:
+        return get_scorer(LEGACY_SCORER)
+    names = samples["scorer"].drop_nulls().unique().sort().to_list()
+    if len(names) != 1:
+        raise GradingError(f"a sample table must name exactly one scorer in its `scorer` column, got {names}; "
+                           "grade each benchmark's run on its own")
+    return get_scorer(names[0])
+
+
+def grade_columns(scorer: Scorer) -> dict[str, pl.DataType]:
+    """The `{reading}_{field}` columns the scorer adds, in table order."""
+    return {f"{r}_{name}": dtype for r in scorer.readings for name, dtype in scorer.fields.items()}
+
+
+def metric_by_name(scorer: Scorer, name: str) -> Metric:
+    """The scorer's metric called `name`, or an error naming the ones it has."""
+    for metric in scorer.metrics:
+        if metric.name == name:
+            return metric
+    raise GradingError(f"scorer {scorer.name!r} has no metric {name!r}; it has "
+                       f"{[m.name for m in scorer.metrics]}")
+
+
+def format_value(metric: Metric | None, value: Any) -> str:
+    """A metric value as a report shows it: shares as `41.2%`, scores as `4.20`."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if metric is not None and metric.scale == SHARE:
+        return f"{100 * value:.1f}%"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
