@@ -43,6 +43,9 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     The metrics are the runs' scorer's; per-sample metrics get McNemar's test and flips,
     pooled ones (F1) a paired bootstrap CI only.
     """
+    for name, frame in (("A", samples_a), ("B", samples_b)):
+        if frame.height == 0:
+            raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
     scorer = _same_scorer(samples_a, samples_b)
     paired = _pair(samples_a, samples_b, scorer)
     rows = [_compare_cell(subset(paired, s), s, p, m)

@@ -45,8 +45,8 @@ def leaderboard_schema(scorers: list[Scorer]) -> dict[str, pl.DataType]:
     return {**BASE_SCHEMA, **metric_columns(metrics), **TAIL_SCHEMA}
 
 
-def build_leaderboard(sweep_dir: Path) -> tuple[pl.DataFrame, list[Scorer]]:
-    """The board (one row per complete job x setting x reading, one per failed job) and its scorers."""
+def build_leaderboard(sweep_dir: Path) -> pl.DataFrame:
+    """The board: one row per complete job x setting x reading, one per failed job."""
     rows, scorers = [], {}
     for job in find_jobs(Path(sweep_dir)):
         job_board, scorer = job_rows(job)
@@ -54,7 +54,12 @@ def build_leaderboard(sweep_dir: Path) -> tuple[pl.DataFrame, list[Scorer]]:
         if scorer is not None:
             scorers[scorer.name] = scorer
     schema = leaderboard_schema(list(scorers.values()))
-    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema), list(scorers.values())
+    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
+
+
+def board_scorers(board: pl.DataFrame) -> list[Scorer]:
+    """The scorers of a board's complete jobs, in job order."""
+    return [get_scorer(n) for n in board["scorer"].drop_nulls().unique(maintain_order=True)]
 
 
 def job_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer | None]:
@@ -114,9 +119,9 @@ def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
     return list({m.name: m for m in ordered}.values())
 
 
-def format_leaderboard(board: pl.DataFrame, scorers: list[Scorer]) -> str:
+def format_leaderboard(board: pl.DataFrame) -> str:
     """The leaderboard as Markdown: metrics as `41.2% [35.0, 47.1]` (95% bootstrap CI)."""
-    metrics = shown_metrics(scorers)
+    metrics = shown_metrics(board_scorers(board))
     header = ["job", "model", "step", "setting", "parser", *(m.name for m in metrics), "status", "reason"]
     rows = [[str(r["job"]), r["model"] or "", "" if r["step"] is None else str(r["step"]),
              r["setting"], r["parser"] or "",
@@ -126,22 +131,17 @@ def format_leaderboard(board: pl.DataFrame, scorers: list[Scorer]) -> str:
     return markdown_table(header, rows)
 
 
-def read_leaderboard(path: Path) -> tuple[pl.DataFrame, list[Scorer]]:
-    """A written leaderboard.parquet and the scorers it names."""
-    board = pl.read_parquet(path)
-    return board, [get_scorer(n) for n in board["scorer"].drop_nulls().unique(maintain_order=True)]
-
-
 def write_leaderboard(sweep_dir: Path) -> list[Path]:
     """leaderboard.parquet, leaderboard.md and, when a complete job has a step, leaderboard.png."""
     sweep_dir = Path(sweep_dir)
-    board, scorers = build_leaderboard(sweep_dir)
+    board = build_leaderboard(sweep_dir)
+    scorers = board_scorers(board)
     jobs = board.unique("job")
     meta = {"toolsweep_leaderboard": {"sweep_dir": str(sweep_dir.resolve()), "jobs": jobs.height,
                                       "failed": jobs.filter(pl.col("status") == "failed").height}}
     paths = [write_table(board, sweep_dir / "leaderboard.parquet", leaderboard_schema(scorers), meta)]
     md = sweep_dir / "leaderboard.md"
-    md.write_text(format_leaderboard(board, scorers) + "\n", encoding="utf-8")
+    md.write_text(format_leaderboard(board) + "\n", encoding="utf-8")
     paths.append(md)
     stepped = board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null())
     if stepped.height and scorers:

@@ -14,7 +14,7 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.grades import grade
-from grading.leaderboard import format_leaderboard, read_leaderboard, write_leaderboard
+from grading.leaderboard import format_leaderboard, write_leaderboard
 from grading.metrics import summarize
 from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples
 from grading.scoring import Scorer, scorer_of
@@ -65,7 +65,7 @@ def _regrade(target: Path) -> str:
         return format_table(*regrade_run(target))
     if is_sweep_dir(target):
         paths = regrade_sweep(target)
-        return format_leaderboard(*read_leaderboard(target / "leaderboard.parquet")) + "\n\nwrote " + ", ".join(str(p) for p in paths)
+        return format_leaderboard(pl.read_parquet(target / "leaderboard.parquet")) + "\n\nwrote " + ", ".join(str(p) for p in paths)
     raise GradingError(f"{target} is neither a run dir (no samples.parquet) nor a sweep dir (no numbered "
                        "job dirs 0/, 1/, ...); pass the folder a toolsweep run or `toolsweep -m` wrote")
 

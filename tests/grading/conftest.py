@@ -16,7 +16,11 @@ import pytest
 from grading.canonical import canonical_json
 from grading.grades import grade
 from grading.metrics import summarize
-from grading.report import SAMPLE_SCHEMA, write_markdown, write_metrics, write_samples
+from grading.report import sample_schema, write_markdown, write_metrics, write_samples
+from grading.scoring import get_scorer
+
+PETOOLBENCH = get_scorer("petoolbench")
+SAMPLE_SCHEMA = sample_schema(PETOOLBENCH)
 
 GOLD_TOOL = "<Travel>.<Trains>.<Search>"
 GOLD_PARAMS = {"from": "Lyon", "to": "Paris"}
@@ -43,6 +47,7 @@ def make_samples(outcomes: dict[str, Sequence[str]]) -> pl.DataFrame:
                          "prompt_tokens": 100, "output_tokens": 20, "output": output,
                          "finish_reason": "length" if failure else "stop", "failure": failure,
                          "error": None, "gold_tool": GOLD_TOOL, "gold_params": canonical_json(GOLD_PARAMS),
+                         "scorer": "petoolbench", "prompt_format": "benchmark", "calls": None,
                          "gold_in_schema": True, "schema_id": "s0", "history_dropped": 0})
     graded = grade(pl.DataFrame(rows))
     return graded.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()])
@@ -53,8 +58,8 @@ def write_run(run_dir: Path, samples: pl.DataFrame, model_name: str = "tiny",
     """A finished run dir as toolsweep writes it: samples, metrics, metrics.md, run.json."""
     run_dir.mkdir(parents=True, exist_ok=True)
     write_samples(samples, run_dir, RUN_FACTS)
-    write_metrics(summarize(samples), run_dir, RUN_FACTS)
-    write_markdown(summarize(samples), run_dir)
+    write_metrics(summarize(samples), PETOOLBENCH, run_dir, RUN_FACTS)
+    write_markdown(summarize(samples), PETOOLBENCH, run_dir)
     facts = {"status": "complete", "model": {"path": model_path, "name": model_name, "fingerprint": "f0"},
              "throughput": {"prompts_per_s": 2.5, "output_tokens_per_s": 50.0}, "wall_s": {"total": 12.0}}
     (run_dir / "run.json").write_text(json.dumps(facts), encoding="utf-8")

@@ -118,15 +118,13 @@ def test_cli_out_option_and_errors(tmp_path, capsys):
 
 
 def test_fractional_parameter_scores_pair_by_sample():
-    """Under a gold_keys rule a sample's parameter score is a fraction: the run that scored a
+    """Under FamilyTool's scorer a sample's parameter score is a fraction: the run that scored a
     sample higher counts it, and the difference is of the mean fractions."""
     from grading.grades import grade
 
     def run(output: str) -> pl.DataFrame:
-        row = {"sample_id": "b-0", "setting": "b", "output": output, "failure": None, "gold_tool": "t",
-               "gold_params": '{"x":"1","y":"2"}', "official_parser": "whole_json", "name_rule": "strip",
-               "value_rule": "json_dumps", "params_rule": "gold_keys", "tool_apps": None,
-               "param_groups": None, "gold_in_schema": True}
+        row = {"sample_id": "b-0", "setting": "b", "output": output, "failure": None, "scorer": "unifiedtoolhub",
+               "gold_calls": '[{"name": "t", "parameters": {"x": "1", "y": "2"}}]', "gold_in_schema": True}
         return grade(pl.DataFrame([row]))
 
     half, full = run('{"tool_name":"t","parameters":{"x":"1"}}'), run('{"tool_name":"t","parameters":{"x":"1","y":"2"}}')
@@ -134,4 +132,4 @@ def test_fractional_parameter_scores_pair_by_sample():
     cell = comparison.filter(setting="all", parser="official", metric="param_acc").row(0, named=True)
     assert (cell["acc_a"], cell["acc_b"], cell["diff"], cell["a_only"], cell["b_only"]) == (0.5, 1.0, 0.5, 0, 1)
     assert flips.filter(metric="param_acc", parser="official")["direction"].to_list() == ["gained"]
-    assert "app_acc" not in comparison["metric"].to_list()  # not declared: no rows
+    assert set(comparison["metric"]) == {"tool_acc", "param_acc", "call_acc", "format_valid"}, "the scorer's own"

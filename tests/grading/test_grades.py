@@ -10,8 +10,13 @@ import pytest
 
 from grading.canonical import canonical_json
 from grading.grades import grade
-from grading.metrics import METRIC_COLUMNS, summarize
-from grading.report import SAMPLE_SCHEMA, format_table, read_metadata, write_metrics, write_samples
+from grading.metrics import metrics_schema, summarize
+from grading.report import format_table, read_metadata, sample_schema, write_metrics, write_samples
+from grading.scoring import get_scorer
+
+PETOOLBENCH = get_scorer("petoolbench")
+METRIC_COLUMNS = tuple(metrics_schema(PETOOLBENCH))
+SAMPLE_SCHEMA = sample_schema(PETOOLBENCH)
 
 GOLD_TOOL = "<Data>.<Weather>.<Forecast>"
 GOLD_PARAMS = {"city": "Lyon", "days": "10"}
@@ -96,11 +101,11 @@ def test_reports_have_explicit_schemas_and_run_facts(tmp_path):
                                  pl.lit("abc").alias("schema_id"), pl.lit(0).alias("history_dropped"))
     facts = {"toolsweep_run": {"backend": "outlines"}}
     samples_path = write_samples(graded, tmp_path, facts)
-    metrics_path = write_metrics(summarize(graded), tmp_path, facts)
+    metrics_path = write_metrics(summarize(graded), PETOOLBENCH, tmp_path, facts)
     assert pq.read_schema(samples_path).names == list(SAMPLE_SCHEMA)
     assert pq.read_schema(metrics_path).names == list(METRIC_COLUMNS)
     assert read_metadata(metrics_path) == facts
     metrics = pl.read_parquet(metrics_path)
     for col in ("tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage"):
         assert metrics[col].is_between(0, 1).all()
-    assert "| all | official | 5 |" in format_table(metrics)
+    assert "| all | official | 5 |" in format_table(metrics, PETOOLBENCH)

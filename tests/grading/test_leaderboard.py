@@ -9,7 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from grading.errors import GradingError
-from grading.leaderboard import LEADERBOARD_SCHEMA, build_leaderboard, write_leaderboard
+from grading.leaderboard import build_leaderboard, leaderboard_schema, write_leaderboard
+from grading.scoring import get_scorer
+
+LEADERBOARD_SCHEMA = leaderboard_schema([get_scorer("petoolbench")])
 from grading.sweep import NO_JOB_JSON, job_step, parse_step
 from tests.grading.conftest import complete_job, make_samples, write_job
 
@@ -53,7 +56,7 @@ def test_job_step(path, overrides, expected):
 def test_leaderboard_rows(sweep_dir):
     board = build_leaderboard(sweep_dir)
     assert board.schema == pl.Schema(LEADERBOARD_SCHEMA)
-    assert board.height == 2 * 3 * 2 + 2, "2 complete jobs x (p, r, all) x 2 parsers + 1 failed job x 2 parsers"
+    assert board.height == 2 * 3 * 2 + 1, "2 complete jobs x (p, r, all) x 2 parsers + 1 failed job"
     assert board["job"].to_list() == sorted(board["job"].to_list())
     early = board.filter(job=0, setting="all", parser="official").row(0, named=True)
     assert (early["model"], early["model_path"], early["step"]) == ("checkpoint-500", "/ckpt/run/checkpoint-500", 500)
@@ -76,10 +79,10 @@ def test_leaderboard_cis_bracket_the_accuracies(sweep_dir):
 def test_failed_job_keeps_its_reason(sweep_dir):
     failed = build_leaderboard(sweep_dir).filter(job=2)
     assert failed.select("setting", "parser", "status", "reason").rows() == [
-        ("all", "official", "failed", "CUDA out of memory"), ("all", "json", "failed", "CUDA out of memory")]
-    assert failed["step"].to_list() == [1500, 1500]
+        ("all", None, "failed", "CUDA out of memory")], "its scorer is unknown: one row, no reading"
+    assert failed["step"].to_list() == [1500]
     for column in ("n", "tool_acc", "tool_acc_low", "param_acc", "call_acc_high", "format_valid", "prompts_per_s"):
-        assert failed[column].null_count() == 2, column
+        assert failed[column].null_count() == 1, column
 
 
 def test_write_leaderboard_files(sweep_dir):
@@ -89,7 +92,7 @@ def test_write_leaderboard_files(sweep_dir):
     assert pl.read_parquet(paths[0]).equals(build_leaderboard(sweep_dir))
     markdown = paths[1].read_text(encoding="utf-8")
     assert re.search(r"\| 0 \| checkpoint-500 \| 500 \| all \| official \| 37\.5% \[\d+\.\d, \d+\.\d\] \|", markdown)
-    assert "| 2 | checkpoint-1500 | 1500 | all | official |  |  |  |  | failed | CUDA out of memory |" in markdown
+    assert "| 2 | checkpoint-1500 | 1500 | all |  |  |  |  | failed | CUDA out of memory |" in markdown
     png = paths[2].read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
 
@@ -138,7 +141,7 @@ def test_broken_jobs_become_failed_rows(tmp_path, job, break_files, reason):
     job_dir = write_job(tmp_path, 0, ["model.path=/c/checkpoint-1"], make_samples({"p": ["call"]}), job)
     break_files(job_dir)
     rows = build_leaderboard(tmp_path)
-    assert rows["status"].to_list() == ["failed", "failed"]
+    assert rows["status"].to_list() == ["failed"]
     assert reason in rows["reason"][0]
 
 

@@ -17,7 +17,7 @@ def test_regrade_reproduces_a_finished_run_exactly(tmp_path):
     run = write_run(tmp_path / "run", make_samples(OUTCOMES))
     before = {name: pl.read_parquet(run / name) for name in ("samples.parquet", "metrics.parquet")}
     markdown = (run / "metrics.md").read_text(encoding="utf-8")
-    metrics = regrade_run(run)
+    metrics, _ = regrade_run(run)
     assert metrics.equals(before["metrics.parquet"])
     for name, frame in before.items():
         assert pl.read_parquet(run / name).equals(frame), name
@@ -32,7 +32,7 @@ def test_regrade_replaces_stale_grades(tmp_path):
     stale = make_samples(OUTCOMES).with_columns(pl.lit(False).alias("official_tool_ok"))
     write_run(run, stale)
     assert not pl.read_parquet(run / "metrics.parquet").equals(expected)
-    assert regrade_run(run).equals(expected)
+    assert regrade_run(run)[0].equals(expected)
     assert pl.read_parquet(run / "metrics.parquet").equals(expected)
     assert pl.read_parquet(run / "samples.parquet")["official_tool_ok"].sum() == 4
 
@@ -63,7 +63,7 @@ def test_cli_on_a_run_prints_the_metrics(tmp_path, capsys):
 def test_cli_on_a_sweep_prints_the_leaderboard(sweep_dir, capsys):
     assert main([str(sweep_dir)]) == 0
     out = capsys.readouterr().out
-    assert "| 2 | checkpoint-1500 | 1500 | all | official |" in out and "CUDA out of memory" in out
+    assert "| 2 | checkpoint-1500 | 1500 | all |  |" in out and "CUDA out of memory" in out
     assert str(sweep_dir / "leaderboard.png") in out
 
 

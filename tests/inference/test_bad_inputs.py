@@ -111,7 +111,7 @@ def test_offline_with_network_namespace(tmp_path):
     if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
         pytest.fail("unshare -n is not permitted here; run the suite as root (CI does)")
     from inference.gold import gold_outputs, write_predictions
-    from inference.petoolbench import load_petoolbench
+    from inference.benchmarks.petoolbench import load_petoolbench
 
     preds = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p"])), tmp_path / "gold.jsonl")
     done = subprocess.run(["unshare", "-n", sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run",

@@ -10,7 +10,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 import inference.cli  # noqa: F401  (registers the schema and resolvers, as the entry point does)
-from inference.adapters import SAMPLE_TABLE_SCHEMA, adapters, load_dataset
+from inference.benchmarks import benchmark_names, get_benchmark, load_dataset
+from inference.benchmarks.base import table_schema
 from inference.config import ToolsweepConfig, validate
 from inference.errors import ConfigError
 from tests.conftest import REPO, SAMPLE
@@ -46,24 +47,24 @@ DATASET_OPTIONS = [o for o in OPTIONS if o.startswith("dataset=")]
 
 
 @pytest.mark.parametrize("option", DATASET_OPTIONS)
-def test_every_dataset_option_names_an_adapter_and_loads(option):
+def test_every_dataset_option_names_a_benchmark_and_loads(option):
     """Each conf/dataset option names a registered benchmark, a subset of its settings, and
-    (filled where the YAML leaves it required) a path its adapter reads."""
+    (filled where the YAML leaves it required) a path its loader reads."""
     cfg = _compose([option, *REQUIRED.get(option, [])])
-    adapter = adapters()[cfg.dataset.name]
-    assert set(cfg.dataset.settings) <= set(adapter.settings), (option, cfg.dataset.settings)
+    benchmark = get_benchmark(cfg.dataset.name)
+    assert set(cfg.dataset.settings) <= set(benchmark.settings), (option, cfg.dataset.settings)
     table = load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, limit=2)
-    assert table.schema == SAMPLE_TABLE_SCHEMA
+    assert table.schema == table_schema(benchmark.scorer)
     assert table["setting"].unique(maintain_order=True).to_list() == list(cfg.dataset.settings)
 
 
-def test_every_adapter_has_a_dataset_option():
+def test_every_benchmark_has_a_dataset_option():
     names = {_compose([o, *REQUIRED.get(o, [])]).dataset.name for o in DATASET_OPTIONS}
-    assert names == set(adapters())
+    assert names == set(benchmark_names())
 
 
 def test_groups_are_all_covered():
-    assert set(GROUPS) == {"model", "dataset", "engine", "decoding"}
+    assert set(GROUPS) == {"model", "dataset", "engine", "decoding", "prompt"}
     assert len(OPTIONS) >= 8
     assert set(LAUNCHERS) == {"local", "local_gpus", "slurm", "slurm_local"}
 

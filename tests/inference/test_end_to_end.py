@@ -11,9 +11,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from grading.report import SAMPLE_SCHEMA, read_metadata
+from grading.report import read_metadata, sample_schema
+from grading.scoring import get_scorer
 from inference.gold import gold_outputs, write_predictions
-from inference.petoolbench import load_petoolbench
+from inference.benchmarks.petoolbench import load_petoolbench
 from tests.conftest import REPO, SAMPLE
 
 TOOLSWEEP = [sys.executable, "-m", "inference.cli"]
@@ -88,7 +89,7 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_e
     done = run_toolsweep(run_dir, ["dataset.limit=2", f"decoding.constraint={constraint}"], env=scratch_env)
     assert done.returncode == 0, done.stderr[-4000:]
     samples = pl.read_parquet(run_dir / "samples.parquet")
-    assert list(samples.columns) == list(SAMPLE_SCHEMA)
+    assert list(samples.columns) == list(sample_schema(get_scorer("petoolbench")))
     assert samples["sample_id"].to_list() == [f"{s}-{i}" for s in "prc" for i in (900001, 900002)]
     assert samples["finish_reason"].is_in(["stop", "length"]).all()
     assert (samples["prompt_tokens"] > 300).all() and (samples["output_tokens"] > 0).all()
@@ -122,40 +123,73 @@ def test_transformers_engine_with_outlines_constraint(tmp_path, embedded_model, 
     assert json.loads((run_dir / "run.json").read_text())["engine"] == "transformers"
 
 
-@pytest.mark.parametrize("dataset", ["familytool_sample", "toolspectrum_sample"])
-def test_replaying_gold_of_other_benchmarks_scores_one(tmp_path, dataset):
-    """Gold replay through the CLI: every metric the benchmark defines is 1.0, the others null."""
-    from inference.adapters import load_dataset
+def gold_file(name: str, folder: Path, path: Path) -> Path:
+    """The benchmark's gold answers in its authors' answer format (FamilyTool: Hermes tool calls)."""
+    from inference.benchmarks import get_benchmark, load_dataset
 
+    benchmark = get_benchmark(name)
+    samples = load_dataset(name, folder, benchmark.settings)
+    return write_predictions(gold_outputs(samples, benchmark.prompt_format), path)
+
+
+@pytest.mark.parametrize("dataset", ["familytool_sample", "toolspectrum_sample"])
+def test_replaying_gold_of_other_benchmarks_scores_one(tmp_path, embedded_model, dataset):
+    """Gold replay through the CLI: every metric the scorer defines is 1.0, the others absent.
+    FamilyTool's gold goes through the native format: Hermes blocks read by vLLM's parser."""
     cfg_name = dataset.removesuffix("_sample")
-    samples = load_dataset(cfg_name, REPO / "datasets" / dataset, _settings(cfg_name))
-    preds = write_predictions(gold_outputs(samples), tmp_path / "gold.jsonl")
+    preds = gold_file(cfg_name, REPO / "datasets" / dataset, tmp_path / "gold.jsonl")
     done = run_toolsweep(tmp_path / "run", [f"dataset={dataset}", "engine=replay", f"engine.predictions={preds}"])
     assert done.returncode == 0, done.stderr
     metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet").filter(setting="all")
-    defined = [c for c in metrics.columns if c.endswith(("_acc", "_valid", "_precision", "_recall", "_coverage"))
-               and metrics[c].null_count() == 0]
+    defined = [c for c in metrics.columns if metrics[c].dtype == pl.Float64 and metrics[c].null_count() == 0]
     assert {c: metrics[c].min() for c in defined} == {c: 1.0 for c in defined}
-    expected = {"familytool": {"tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage"},
-                "toolspectrum": {"tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage", "app_acc",
-                                 "required_arg_acc", "personalized_arg_acc", "environmental_arg_acc",
-                                 "refusal_precision", "refusal_recall"}}[cfg_name]
-    assert set(defined) == expected
+    expected = {"familytool": {"tool_acc", "param_acc", "call_acc", "format_valid"},
+                "toolspectrum": {"app_f1", "api_f1", "app_api_f1", "required_f1", "personalized_f1",
+                                 "environmental_f1", "format_valid", "refusal_precision", "refusal_recall"}}[cfg_name]
+    assert set(defined) == expected | {"gold_schema_coverage"}
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert facts["prompt"]["format"] == ("native" if cfg_name == "familytool" else "benchmark")
 
 
 def _settings(name: str) -> tuple[str, ...]:
-    from inference.adapters import adapters
+    from inference.benchmarks import get_benchmark
 
-    return adapters()[name].settings
+    return get_benchmark(name).settings
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("dataset", ["familytool_sample", "toolspectrum_sample"])
+def test_vllm_familytool_native_calls_are_read_by_the_family_parser(tmp_path, embedded_model, scratch_env):
+    """Real vLLM CPU engine, FamilyTool's default native format, one case per setting of the
+    bundled sample: SmolLM2's template ignores tools=, so they go in a tool block; the outlines
+    grammar writes Hermes <tool_call> blocks, and vLLM's hermes parser reads every finished one."""
+    from inference.benchmarks import load_dataset
+
+    run_dir = tmp_path / "run"
+    done = run_toolsweep(run_dir, ["dataset=familytool_sample", "dataset.limit=1"], env=scratch_env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "prompt format: native (tool parser hermes; tools given in a tool block" in done.stdout
+    facts = json.loads((run_dir / "run.json").read_text())
+    assert facts["prompt"]["tool_parser"] == "hermes" and facts["scorer"] == "unifiedtoolhub"
+    assert "ignores tools=" in facts["prompt"]["tools_in"]
+    samples = pl.read_parquet(run_dir / "samples.parquet")
+    table = load_dataset("familytool", REPO / "datasets" / "familytool_sample", _settings("familytool"), limit=1)
+    candidates = {r["sample_id"]: {t["tool_name"] for t in json.loads(r["tools"])} for r in table.iter_rows(named=True)}
+    finished = samples.filter(pl.col("finish_reason") == "stop")
+    assert finished.height >= 1 and samples["failure"].drop_nulls().is_in(["length"]).all(), samples.rows()
+    for sample_id, output, calls in finished.select("sample_id", "output", "calls").rows():
+        assert output.startswith("<tool_call>\n{") and output.rstrip().endswith("</tool_call>"), output
+        read = json.loads(calls)
+        assert read and all(c["name"] in candidates[sample_id] for c in read), (output, calls)
+    assert finished["official_valid"].all()
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("dataset", ["toolspectrum_sample"])
 def test_vllm_on_other_benchmarks_gives_valid_calls(tmp_path, embedded_model, scratch_env, dataset):
     """Real vLLM CPU engine, one case per setting of the bundled sample, default constraint:
     every finished answer is a call to a candidate (or, where allowed, a refusal) that the
     official parser reads; an answer cut at max_new_tokens is a `length` row, never a crash."""
-    from inference.adapters import load_dataset
+    from inference.benchmarks import load_dataset
 
     run_dir = tmp_path / "run"
     done = run_toolsweep(run_dir, [f"dataset={dataset}", "dataset.limit=1"], env=scratch_env)
@@ -184,10 +218,9 @@ def test_vllm_on_other_benchmarks_gives_valid_calls(tmp_path, embedded_model, sc
 def test_replaying_all_real_gold_scores_one(tmp_path, request, name, counts):
     """The whole real benchmark, gold replayed through the CLI: counts as in SOURCE.md, 1.0 on
     every metric the benchmark defines (schema coverage is reported, not replayed)."""
-    from inference.adapters import load_dataset
-
     folder = request.getfixturevalue(f"{name}_dir")
-    preds = write_predictions(gold_outputs(load_dataset(name, folder, _settings(name))), tmp_path / "gold.jsonl")
+    request.getfixturevalue("embedded_model")  # FamilyTool's native replay reads calls with its tokenizer
+    preds = gold_file(name, folder, tmp_path / "gold.jsonl")
     done = run_toolsweep(tmp_path / "run", [f"dataset={name}", f"dataset.path={folder}", "engine=replay",
                                             f"engine.predictions={preds}"])
     assert done.returncode == 0, done.stderr

@@ -7,21 +7,34 @@ import json
 import polars as pl
 import pytest
 
-from inference.adapters import SAMPLE_TABLE_SCHEMA
+from inference.benchmarks.base import table_schema
 from inference.errors import DatasetError
-from inference.familytool import SETTINGS, load_familytool, schema_tools
+from inference.benchmarks.familytool import SETTINGS, load_familytool, schema_tools
 from inference.prompts import attach_schemas
 from tests.conftest import FAMILYTOOL_SAMPLE
 
 
-def test_sample_table_shape_and_rules():
+def test_sample_table_shape_scorer_and_gold_as_written():
     table = load_familytool(FAMILYTOOL_SAMPLE, SETTINGS)
-    assert table.schema == SAMPLE_TABLE_SCHEMA
+    assert table.schema == table_schema("unifiedtoolhub")
     assert table.group_by("setting", maintain_order=True).len().rows() == [(s, 4) for s in SETTINGS]
     assert table["sample_id"][0] == "b-0" and table["sample_id"][-1] == "e_retrieve-3"
-    assert set(table.select("official_parser", "name_rule", "value_rule", "params_rule").unique().rows()) == \
-        {("whole_json", "strip", "json_dumps", "gold_keys")}
+    assert table["scorer"].unique().to_list() == ["unifiedtoolhub"]
     assert not table["allow_refusal"].any() and table["gold_tool"].null_count() == 0
+    # the scorer compares against the gold as written (key order kept), not the canonical form
+    first = table.row(0, named=True)
+    assert json.loads(first["gold_calls"]) == [{"name": first["gold_tool"], "parameters": json.loads(first["gold_params"])}]
+
+
+def test_native_turns_follow_upstream():
+    """Native format: b/e send no system turn (upstream sends none), the retrieve settings carry the
+    graph in one; the tools are function specs with the benchmark's own parameter objects."""
+    table = load_familytool(FAMILYTOOL_SAMPLE, ("b", "b_retrieve"), limit=1)
+    golden, retrieve = table.row(0, named=True), table.row(1, named=True)
+    assert golden["native_system"] is None
+    assert "(Rosa, prefer_restaurant, restaurant_0003)" in retrieve["native_system"]
+    specs = json.loads(golden["tool_specs"])
+    assert all(s["type"] == "function" and "response" not in s["function"] for s in specs)
 
 
 def test_retrieve_setting_moves_the_graph_from_the_query_to_the_prompt():

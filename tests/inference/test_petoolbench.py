@@ -7,8 +7,8 @@ import json
 import pytest
 
 from inference.errors import DatasetError
-from inference.adapters import SAMPLE_TABLE_SCHEMA
-from inference.petoolbench import load_petoolbench
+from inference.benchmarks.base import table_schema
+from inference.benchmarks.petoolbench import load_petoolbench
 from tests.conftest import SAMPLE
 
 
@@ -23,7 +23,7 @@ def _write(path, records):
 
 def test_bundled_sample_loads_in_setting_order():
     table = load_petoolbench(SAMPLE, ["p", "r", "c"])
-    assert table.schema == SAMPLE_TABLE_SCHEMA
+    assert table.schema == table_schema("petoolbench")
     assert table.height == 3 * len(_records())
     assert table["setting"].to_list()[:1] == ["p"] and table["setting"].to_list()[-1] == "c"
     first = _records()[0]

@@ -7,7 +7,7 @@ import copy
 import polars as pl
 import pytest
 
-from inference.petoolbench import load_petoolbench
+from inference.benchmarks.petoolbench import load_petoolbench
 from inference.pipeline import load_tokenizer
 from inference.prompts import (TOO_LONG, PromptSettings, build_messages, drop_history, render_prompts,
                                template_has_system)

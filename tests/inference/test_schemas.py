@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from inference.petoolbench import load_petoolbench
+from inference.benchmarks.petoolbench import load_petoolbench
 from inference.prompts import attach_schemas, gold_fits
 from inference.schemas import (backend_schema, call_schema, cap_strings, compact_json, outlines_regex, parameter_schema,
                                schema_id)

@@ -12,7 +12,7 @@ import pytest
 
 import inference.cli  # noqa: F401  (registers the config schema, as the entry point does)
 from inference.gold import gold_outputs, write_predictions
-from inference.petoolbench import load_petoolbench
+from inference.benchmarks.petoolbench import load_petoolbench
 from inference.sweep import checkpoint_dirs, checkpoint_step, failure_reason, visible_devices
 from tests.conftest import REPO, SAMPLE
 

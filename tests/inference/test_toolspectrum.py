@@ -8,10 +8,10 @@ import shutil
 import polars as pl
 import pytest
 
-from inference.adapters import SAMPLE_TABLE_SCHEMA
+from inference.benchmarks.base import table_schema
 from inference.errors import DatasetError
 from inference.prompts import attach_schemas
-from inference.toolspectrum import SETTINGS, allowed_values, argument, load_toolspectrum, render_toolset
+from inference.benchmarks.toolspectrum import SETTINGS, allowed_values, argument, load_toolspectrum, render_toolset
 from tests.conftest import TOOLSPECTRUM_SAMPLE
 
 ALL = tuple(SETTINGS)
@@ -26,17 +26,18 @@ def test_argument_keys(key, expected):
 
 def test_sample_table_shape_refusals_and_declarations():
     table = load_toolspectrum(TOOLSPECTRUM_SAMPLE, ALL)
-    assert table.schema == SAMPLE_TABLE_SCHEMA
+    assert table.schema == table_schema("toolspectrum_f1")
     assert table.group_by("setting", maintain_order=True).agg(pl.len(), pl.col("gold_tool").null_count()).rows() == \
         [("persona", 4, 0), ("environment", 4, 0), ("persona_environment", 4, 2)]
     assert table.group_by("setting", maintain_order=True).agg(pl.col("allow_refusal").all())["allow_refusal"].to_list() == \
         [False, False, True]
     row = table.filter(sample_id="persona_environment-1").row(0, named=True)
     assert row["gold_tool"] == "CityRide.requestRide"
-    assert json.loads(row["param_groups"]) == {"destination": "required", "carClass": "personalized",
-                                               "lowDataMode": "environmental", "darkTheme": "environmental",
-                                               "volumeLevel": "environmental"}
-    assert json.loads(row["tool_apps"])["ReadAloud.findPodcast"] == "ReadAloud"
+    toolset = json.loads(row["toolset"])
+    assert {k: v for k, v in toolset["CityRide.requestRide"]["groups"].items() if k in json.loads(row["gold_params"])} \
+        == {"destination": "required", "carClass": "personalized", "lowDataMode": "environmental",
+            "darkTheme": "environmental", "volumeLevel": "environmental"}
+    assert toolset["ReadAloud.findPodcast"] == {**toolset["ReadAloud.findPodcast"], "app": "ReadAloud", "api": "findPodcast"}
     assert table.filter(pl.col("gold_tool").is_null())["gold_params"].to_list() == ["null", "null"]
 
 
