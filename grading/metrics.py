@@ -43,7 +43,7 @@ def summarize(graded: pl.DataFrame) -> pl.DataFrame:
 
 
 def _row(scorer: Scorer, frame: pl.DataFrame, setting: str, reading: str) -> dict[str, Any]:
-    failure = frame["failure"]
+    failure = frame["failure"].cast(pl.String)
     coverage = frame["gold_in_schema"].cast(pl.Float64).mean() if "gold_in_schema" in frame.columns else None
     return {"setting": setting, "parser": reading, "n": frame.height,
             **{m.name: m.value(frame, reading) for m in scorer.metrics},

@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="toolsweep-gold", description=__doc__.splitlines()[0])
     parser.add_argument("dataset_path", type=Path, help="benchmark file or folder")
     parser.add_argument("out", type=Path, help="predictions file to write (.jsonl or .parquet)")
-    parser.add_argument("--dataset", default="petoolbench", choices=benchmark_names(),
-                        help="benchmark (dataset.name); default petoolbench")
+    parser.add_argument("--dataset", default="petoolbench",
+                        help=f"benchmark (dataset.name): one of {benchmark_names()} or a module's dotted path; "
+                             "default petoolbench")
     parser.add_argument("--settings", default=None,
                         help="comma-separated settings (default: all of the benchmark's), e.g. p,r")
     parser.add_argument("--limit", type=int, default=None, help="first N records of each setting")
@@ -66,9 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tool-parser", choices=sorted(CALL_FORMATS), default=DEFAULT_PARSER,
                         help="native format: the family whose call format to write (default hermes)")
     args = parser.parse_args(argv)
-    benchmark = get_benchmark(args.dataset)
-    settings = args.settings.split(",") if args.settings else benchmark.settings
     try:
+        benchmark = get_benchmark(args.dataset)
+        settings = args.settings.split(",") if args.settings else benchmark.settings
         samples = load_dataset(args.dataset, args.dataset_path, settings, args.limit)
     except DatasetError as exc:
         parser.exit(2, f"toolsweep-gold: error: {exc}\n")

@@ -19,6 +19,7 @@ import polars as pl
 
 from grading.canonical import canonical_json
 from grading.errors import GradingError
+from grading.metrics import POOLED
 from grading.scoring import get_scorer
 from inference.errors import DatasetError
 from inference.schemas import function_specs
@@ -100,6 +101,9 @@ def sample_table(rows: list[dict[str, Any]], settings: Iterable[str], limit: int
     """The canonical table: the first `limit` rows of each setting, settings in the given order,
     with the columns `scorer` reads (an error names any its rows lack)."""
     settings = tuple(settings)
+    if POOLED in settings:
+        raise DatasetError(f"a setting may not be called {POOLED!r}: reports use that name for the pooled row; "
+                           "rename the setting in the benchmark's loader")
     rank = {s: i for i, s in enumerate(settings)}
     schema = table_schema(scorer)
     lacking = sorted({c for r in rows for c in schema if c not in r})
