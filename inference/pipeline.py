@@ -82,6 +82,9 @@ def plan_prompts(cfg: ToolsweepConfig, tokenizer: Any | None) -> PromptPlan:
         raise ConfigError("prompt.format=native reads calls with the model family's parser, which needs the "
                           "model's tokenizer: set model.path to the model that produced the outputs")
     parser = cfg.model.tool_parser or guess_parser(getattr(tokenizer, "chat_template", None))
+    from inference.engines.vllm_tool_parsers import call_reader
+
+    call_reader(parser, tokenizer)  # a parser vLLM lacks, or one unfit for the tokenizer, fails here
     if cfg.decoding.constraint != "none" and call_format(parser) is None:
         raise ConfigError(f"model.tool_parser={parser} has no grammar in toolsweep (constrained native decoding "
                           "knows hermes, llama3_json and mistral); use decoding.constraint=none with it")

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from inference.errors import ConfigError
 from inference.schemas import backend_schema, call_schema, compact_json, outlines_regex
 
 
@@ -95,9 +94,3 @@ def native_lark(schema_json: str, fmt: CallFormat, backend: str, max_calls: int)
              else f"call: {json.dumps(fmt.prefix)} %json {schema}"]
     start = "start: call" + (f" ({json.dumps(fmt.separator)} call){{0,{max_calls - 1}}}" if max_calls > 1 else "")
     return "\n".join([start, *lines])
-
-
-def check_parser(parser: str, known: list[str]) -> None:
-    """A ConfigError naming vLLM's parsers when `parser` is not one of them."""
-    if parser not in known:
-        raise ConfigError(f"model.tool_parser must be one of vLLM's tool parsers {sorted(known)}, got {parser!r}")

@@ -110,3 +110,11 @@ def test_arguments_decode_as_the_familytool_pipeline_does():
     assert decode_arguments('{"a": 1}') == {"a": 1}
     assert decode_arguments("{'a': 1}") == {"a": 1}
     assert decode_arguments("not json") == {}
+
+
+def test_a_bad_tool_parser_fails_before_any_model_loads(tmp_path, embedded_model):
+    from tests.inference.test_end_to_end import run_toolsweep
+
+    done = run_toolsweep(tmp_path / "run", ["dataset=familytool_sample", "model.tool_parser=hermez"])
+    assert done.returncode == 2 and "model.tool_parser must be one of vLLM's tool parsers" in done.stderr
+    assert "loading model" not in done.stderr and "Traceback" not in done.stderr
