@@ -229,3 +229,17 @@ def test_replaying_all_real_gold_scores_one(tmp_path, request, name, counts):
     scores = metrics.drop("setting", "parser", "n", "n_failed", "n_too_long", "gold_schema_coverage")
     defined = [c for c in scores.columns if scores[c].null_count() < scores.height]
     assert {c: metrics[c].drop_nulls().min() for c in defined} == {c: 1.0 for c in defined}
+
+
+def test_replay_reads_native_tool_calls_made_elsewhere(tmp_path, embedded_model):
+    """engine=replay prompt.format=native model.tool_parser=hermes: <tool_call> blocks written by
+    another system are read by vLLM's hermes parser and graded by PEToolBench's rules."""
+    preds = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p", "r", "c"]), "native"), tmp_path / "gold.jsonl")
+    assert pl.read_ndjson(preds)["output"][0].startswith('<tool_call>\n{"name":')
+    done = run_toolsweep(tmp_path / "run", ["engine=replay", f"engine.predictions={preds}", "prompt.format=native",
+                                            "model.tool_parser=hermes"])
+    assert done.returncode == 0, done.stderr
+    metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert metrics.select(METRICS).min_horizontal().min() == 1.0
+    samples = pl.read_parquet(tmp_path / "run" / "samples.parquet")
+    assert samples["prompt_format"].unique().to_list() == ["native"] and samples["calls"].null_count() == 0
