@@ -68,7 +68,7 @@ def parse_json(output: str | None) -> ParsedCall:
             value = None
         if isinstance(value, dict) and "tool_name" in value:
             return ParsedCall(ok=True, tool_name=value["tool_name"],
-                              parameters=_decode_nested(value.get("parameters")))
+                              parameters=decode_nested(value.get("parameters")))
         start = output.find("{", start + 1)
     return _failed("no_call")
 
@@ -89,7 +89,8 @@ def parse_whole_json(output: str | None) -> ParsedCall:
     return ParsedCall(ok=True, tool_name=call["tool_name"], parameters=call.get("parameters"))
 
 
-def _decode_nested(parameters: Any) -> Any:
+def decode_nested(parameters: Any) -> Any:
+    """A parameters value given as a string holding a JSON object, decoded (models often double-encode it)."""
     if isinstance(parameters, str):
         try:
             decoded = json.loads(parameters)

@@ -11,7 +11,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from grading.parsers import ParsedCall, parse_json
+from grading.parsers import ParsedCall, decode_nested, parse_json
 
 NATIVE = "native"
 
@@ -48,22 +48,11 @@ def robust_native_calls(output: str | None) -> list[ParsedCall]:
             value, end = None, start + 1
         if isinstance(value, dict) and "name" in value and ("arguments" in value or "parameters" in value):
             args = value.get("arguments", value.get("parameters"))
-            calls.append(ParsedCall(ok=True, tool_name=value["name"], parameters=_maybe_json(args)))
+            calls.append(ParsedCall(ok=True, tool_name=value["name"], parameters=decode_nested(args)))
             start = output.find("{", end)
         else:
             start = output.find("{", start + 1)
     return calls
-
-
-def _maybe_json(value: Any) -> Any:
-    # Models often double-encode the arguments as a JSON string.
-    if isinstance(value, str):
-        try:
-            decoded = json.loads(value)
-        except json.JSONDecodeError:
-            return value
-        return decoded if isinstance(decoded, dict) else value
-    return value
 
 
 def first_call(calls: list[ParsedCall]) -> ParsedCall:

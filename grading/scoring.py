@@ -16,8 +16,6 @@ and every report (metrics, leaderboard, comparison, plots) is derived from the s
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -26,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
+from grading.registry import NotFound, find, names_in
 
 SHARE, SCORE = "share", "score"
 # Tables written before samples named their scorer were PEToolBench runs.
@@ -130,26 +129,18 @@ class RowScorer:
 
 def scorer_names() -> list[str]:
     """The scorers shipped in grading/scorers/ (any importable module path also works)."""
-    package = importlib.import_module(_PACKAGE)
-    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+    return names_in(_PACKAGE)
 
 
 @lru_cache(maxsize=64)
 def get_scorer(name: str) -> Scorer:
     """The scorer called `name`: a module of grading/scorers/, or a dotted module path
     (`mypackage.my_scorer`) whose module defines SCORER."""
-    module_name = name if "." in name else f"{_PACKAGE}.{name}"
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise GradingError(f"unknown scorer {name!r}: choose one of {scorer_names()}, or give the "
-                               "dotted path of a module that defines SCORER") from None
-        raise
-    scorer = getattr(module, "SCORER", None)
-    if scorer is None:
-        raise GradingError(f"scorer module {module_name!r} defines no SCORER")
-    return scorer
+        return find(name, _PACKAGE, "SCORER")
+    except NotFound as exc:
+        raise GradingError(f"unknown scorer {name!r} ({exc}): choose one of {scorer_names()}, or give the "
+                           "dotted path of a module that defines SCORER") from None
 
 
 def scorer_of(samples: pl.DataFrame) -> Scorer:

@@ -10,11 +10,10 @@ request. `single_call` asks once and appends the answer; a multi-turn agent loop
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
+from grading.registry import NotFound, find, names_in
 from inference.engines import Generation, Request
 from inference.errors import ConfigError
 
@@ -40,18 +39,12 @@ class Solver(Protocol):
 
 def solver_names() -> list[str]:
     """The solvers shipped in this package."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    return names_in(__name__)
 
 
 def get_solver(name: str) -> Solver:
     """The solver called `name` (a module here, or a dotted module path defining SOLVER)."""
-    module_name = name if "." in name else f"{__name__}.{name}"
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise ConfigError(f"unknown solver {name!r}: choose one of {solver_names()}") from None
-        raise
-    if not hasattr(module, "SOLVER"):
-        raise ConfigError(f"solver module {module_name} defines no SOLVER")
-    return module.SOLVER
+        return find(name, __name__, "SOLVER")
+    except NotFound as exc:
+        raise ConfigError(f"unknown solver {name!r} ({exc}): choose one of {solver_names()}") from None
