@@ -146,6 +146,11 @@ def get_scorer(name: str) -> Scorer:
 def scorer_of(samples: pl.DataFrame) -> Scorer:
     """The one scorer named by a sample table's `scorer` column (legacy tables: PEToolBench's)."""
     if "scorer" not in samples.columns:
+        # Before scorers, FamilyTool and ToolSpectrum tables declared their rules in columns; their
+        # scorers now read columns those tables lack, so only PEToolBench tables re-grade.
+        if "official_parser" in samples.columns and (samples["official_parser"] != "tool_name_regex").any():
+            raise GradingError("this sample table predates per-benchmark scorers and is not a PEToolBench run: "
+                               "rerun it with toolsweep (its generations come from the cache, nothing is regenerated)")
         return get_scorer(LEGACY_SCORER)
     names = samples["scorer"].drop_nulls().unique().sort().to_list()
     if len(names) != 1:

@@ -76,3 +76,15 @@ def test_cli_refuses_other_folders(tmp_path, capsys, make):
 def test_regrade_run_needs_samples(tmp_path):
     with pytest.raises(GradingError, match="holds no samples.parquet"):
         regrade_run(tmp_path)
+
+
+def test_old_tables_of_other_benchmarks_are_refused_with_the_fix():
+    """Old PEToolBench tables (no scorer column) re-grade as before; old FamilyTool or
+    ToolSpectrum tables lack what their scorers read, and say how to get a new one."""
+    from grading.grades import grade
+    from grading.scoring import scorer_of
+
+    old = make_samples({"p": ["call"]}).drop("scorer")
+    assert scorer_of(old).name == "petoolbench" and grade(old)["official_call_ok"].to_list() == [True]
+    with pytest.raises(GradingError, match="predates per-benchmark scorers"):
+        scorer_of(old.with_columns(pl.lit("whole_json").alias("official_parser")))
