@@ -67,6 +67,7 @@ def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> 
         with timer.phase("prepare_model"):
             prepare_embedded_model()
     validate(cfg)
+    dtype = pipeline.resolve_dtype(cfg) if loads_model else None
     with timer.phase("load"):
         samples = pipeline.load_samples(cfg)
     with timer.phase("prompts"):
@@ -85,7 +86,7 @@ def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> 
         table = pipeline.read_calls(pipeline.collect(prompts, generations), plan, tokenizer)
         graded = grade(table)
         metrics = summarize(graded)
-    facts = _facts(cfg, resolved, gen_stats, graded, timer, plan)
+    facts = {**_facts(cfg, resolved, gen_stats, graded, timer, plan), "dtype": dtype}
     _write_reports(graded, metrics, run_dir, facts)
     pipeline.check_error_rate(graded, cfg.max_error_rate)
     return facts

@@ -40,7 +40,8 @@ class ModelConfig:
     max_model_len: Optional[int] = None
     """Context length (prompt + answer). Default: the model's max_position_embeddings."""
     dtype: str = field(default="auto", metadata=OUTPUT)
-    """Weights dtype for the engine (auto, bfloat16, float16, float32)."""
+    """Weights dtype for the engine (auto, bfloat16, float16, float32). auto: the model's own on a
+    GPU; on a CPU bfloat16 where it has native bf16 instructions, else float32 (inference.hardware)."""
     tool_parser: Optional[str] = None
     """prompt.format=native: vLLM's tool-call parser of the model's family (hermes, llama3_json,
     mistral, ...). None: guessed from the chat template (hermes when nothing identifies it)."""

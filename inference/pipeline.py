@@ -91,6 +91,24 @@ def plan_prompts(cfg: ToolsweepConfig, tokenizer: Any | None) -> PromptPlan:
     return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls)
 
 
+def resolve_dtype(cfg: ToolsweepConfig) -> dict[str, Any]:
+    """Settle model.dtype=auto for this machine before the cache key and the engine see it;
+    returns what run.json records (requested, resolved, why, the CPU)."""
+    from inference.hardware import cpu_info, resolve_dtype as decide
+
+    try:
+        import torch
+
+        on_gpu = torch.cuda.is_available()
+    except ImportError:
+        on_gpu = False
+    cpu = cpu_info()
+    resolved, why = decide(cfg.model.dtype, on_gpu, cpu)
+    facts = {"requested": cfg.model.dtype, "resolved": resolved, "why": why, "cpu": cpu}
+    cfg.model = replace(cfg.model, dtype=resolved)
+    return facts
+
+
 def load_tokenizer(model_path: str) -> Any:
     """The model's own tokenizer (and chat template), from the local folder only."""
     from transformers import AutoTokenizer

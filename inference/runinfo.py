@@ -42,8 +42,10 @@ def git_commit(repo: Path) -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    """CPU count, platform and GPU names (when torch sees any)."""
-    facts: dict[str, Any] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+    """CPU count, model and dtype-relevant flags, platform and GPU names (when torch sees any)."""
+    from inference.hardware import cpu_info
+
+    facts: dict[str, Any] = {"cpus": os.cpu_count(), "cpu": cpu_info(), "platform": platform.platform(),
                              "python": platform.python_version()}
     try:
         import torch

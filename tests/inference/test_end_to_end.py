@@ -96,6 +96,8 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_e
     facts = json.loads((run_dir / "run.json").read_text())
     assert facts["backend"] == constraint
     assert facts["decoding"]["greedy"] is True
+    native = facts["machine"]["cpu"]["native_bf16"]
+    assert facts["dtype"]["resolved"] == ("bfloat16" if native else "float32"), facts["dtype"]
     assert set(facts["wall_s"]) >= {"prompts", "model_load", "generate", "grade", "total"}
     assert read_metadata(run_dir / "metrics.parquet")["toolsweep_run"]["backend"] == constraint
     if constraint == "outlines":
