@@ -7,6 +7,8 @@ A sample whose generation failed (too long, length, engine error) is wrong under
 
 from __future__ import annotations
 
+from typing import Any, Callable, Iterable
+
 import polars as pl
 
 from grading.errors import GradingError
@@ -18,15 +20,18 @@ INPUT_COLUMNS = ("sample_id", "setting", "output", "failure")
 OPTIONAL_COLUMNS = ("prompt_format", "calls")
 
 
-def grade(samples: pl.DataFrame) -> pl.DataFrame:
-    """Add, for each reading of the table's scorer, the grade columns to the sample table."""
+def grade(samples: pl.DataFrame, progress: Callable[..., Iterable[Any]] | None = None) -> pl.DataFrame:
+    """Add, for each reading of the table's scorer, the grade columns to the sample table.
+
+    `progress(items, desc, total, unit)` may wrap the rows in a progress bar."""
     scorer = scorer_of(samples)
     _check_inputs(samples, scorer)
     present = [c for c in OPTIONAL_COLUMNS if c in samples.columns]
     rows = samples.select(*dict.fromkeys((*INPUT_COLUMNS, *scorer.inputs, *present))).to_dicts()
     extra = []
     for reading in scorer.readings:
-        graded = [scorer.grade_row(reading, r) for r in rows]
+        shown = progress(rows, f"grading ({reading})", len(rows), "sample") if progress else rows
+        graded = [scorer.grade_row(reading, r) for r in shown]
         extra += [pl.Series(f"{reading}_{name}", [g[name] for g in graded], dtype=dtype)
                   for name, dtype in scorer.fields.items()]
     # Re-grading a graded table replaces its grade columns.

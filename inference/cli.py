@@ -12,6 +12,7 @@ import os
 for _switch in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_switch] = "1"
 
+from inference import console  # noqa: E402  (before anything imports vLLM: it routes vLLM's logs)
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -86,7 +87,7 @@ def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> 
     with timer.phase("grade"):
         generations = [g for c in solved for g in c.generations]
         table = pipeline.read_calls(pipeline.collect(prompts, generations), plan, tokenizer)
-        graded = grade(table)
+        graded = grade(table, progress=console.progress)
         metrics = summarize(graded)
     facts = {**_facts(cfg, resolved, gen_stats, graded, timer, plan), "dtype": dtype}
     _write_reports(graded, metrics, run_dir, facts)
@@ -190,6 +191,7 @@ def main(cfg: DictConfig) -> None:
     """Compose the config, convert it once, evaluate; user errors exit 2 with one message."""
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
+    console.setup(verbose=bool(cfg.verbose), quiet=bool(cfg.quiet))
     if hydra_cfg.mode == RunMode.MULTIRUN and not os.environ.get(CHILD_FLAG):
         # Each sweep job runs in its own process: GPU memory is released, crashes stay local.
         run_child_job(list(hydra_cfg.overrides.task), run_dir, hydra_cfg.job.num,

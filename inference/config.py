@@ -179,7 +179,9 @@ class ToolsweepConfig:
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     quiet: bool = False
-    """Hide the progress bar and the engine's own log lines."""
+    """Hide the progress bars (logs still go to run.log)."""
+    verbose: bool = False
+    """Show vLLM's, torch's and transformers' log lines on the console too (they always go to run.log)."""
     max_error_rate: float = 0.1
     """The run fails (outputs still written) when more than this share of samples errored:
     too_long prompts, engine or grammar errors, empty outputs."""

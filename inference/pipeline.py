@@ -158,7 +158,7 @@ def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | 
 def make_engine(cfg: ToolsweepConfig, max_model_len: int | None, sample_ids: list[str]) -> Engine:
     """The configured engine, loaded (this is where the model load happens)."""
     context = EngineContext(model=cfg.model, decoding=cfg.decoding, max_model_len=max_model_len,
-                            sample_ids=sample_ids, quiet=cfg.quiet)
+                            sample_ids=sample_ids)
     return engine_class(cfg.engine.target).from_config(cfg.engine, context)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from inference.console import progress
 from inference.schemas import backend_schema, call_schema, cap_strings, compact_json, schema_id
 from inference.toolcalls import CallFormat, tool_block
 
@@ -105,10 +106,10 @@ def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettin
     """Add `prompt`, `prompt_token_ids`, `prompt_tokens`, `history_dropped` and `failure`."""
     fold = not template_has_system(tokenizer)
     budget = settings.max_model_len - settings.max_new_tokens
-    rendered = samples.with_columns(
-        pl.struct("system", "native_system", "tool_specs", "user").map_batches(
-            lambda s: pl.Series([render_one(r, tokenizer, fold, settings) for r in s.to_list()], dtype=pl.String),
-            return_dtype=pl.String).alias("prompt"))
+    rows = samples.select("system", "native_system", "tool_specs", "user").iter_rows(named=True)
+    texts = [render_one(r, tokenizer, fold, settings)
+             for r in progress(rows, "building prompts", samples.height, "prompt")]
+    rendered = samples.with_columns(pl.Series("prompt", texts, dtype=pl.String))
     ids = _tokenize(tokenizer, rendered.get_column("prompt").to_list())
     rendered = rendered.with_columns(
         pl.Series("prompt_token_ids", ids, dtype=pl.List(pl.Int32)),

@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import polars as pl
 from hydra.experimental.callback import Callback
 
+from grading.scoring import format_value, get_scorer
 from grading.sweep import override_value, parse_step
 
 CHILD_FLAG = "TOOLSWEEP_SWEEP_CHILD"
@@ -72,8 +74,16 @@ def visible_devices(job_num: int, gpus_per_job: int) -> str | None:
 
 def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
                   gpus_per_job: int) -> dict[str, Any]:
-    """Run one sweep job as `toolsweep <overrides>` in a child process; record how it ended."""
+    """Run one sweep job as `toolsweep <overrides>` in a child process; record how it ended.
+
+    Rerunning a sweep into the same sweep dir keeps the jobs that completed with the same
+    overrides (no process, no engine call), resumes a killed job from its shards (the child
+    reruns into the same run dir) and retries a failed one."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    kept = kept_outcome(run_dir, task_overrides)
+    if kept is not None:
+        _report(job_num, kept, True, run_dir)
+        return kept
     env = {**os.environ, CHILD_FLAG: "1"}
     devices = visible_devices(job_num, gpus_per_job)
     if devices is not None:
@@ -87,9 +97,80 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
                "model_path": override_value(task_overrides, "model.path"),
                "cuda_visible_devices": devices, "wall_s": round(time.perf_counter() - start, 3)}
     (run_dir / "job.json").write_text(json.dumps(outcome, indent=2) + "\n", encoding="utf-8")
-    print(f"[toolsweep] job {job_num}: {outcome['status']}"
-          + (f" ({outcome['reason']})" if outcome["reason"] else ""), flush=True)
+    _report(job_num, outcome, False, run_dir)
     return outcome
+
+
+def kept_outcome(run_dir: Path, task_overrides: Sequence[str]) -> dict[str, Any] | None:
+    """The job.json of a job this dir already completed with these overrides, else None."""
+    try:
+        job = json.loads((run_dir / "job.json").read_text(encoding="utf-8"))
+        state = json.loads((run_dir / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    done = job.get("status") == "complete" and state.get("status") == "complete"
+    same = list(job.get("overrides") or []) == list(task_overrides)
+    return job if done and same and (run_dir / "samples.parquet").is_file() else None
+
+
+# Sweep progress, per process: how many jobs the sweep has, and the wall times of those run here.
+_PROGRESS: dict[str, Any] = {"total": None, "walls": [], "seen": 0}
+
+
+def count_jobs(overrides: Sequence[str]) -> int | None:
+    """How many jobs a multirun's overrides make (the product of the sweeps), or None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - an unusual sweep syntax only costs the ETA
+        return None
+    total = 1
+    for override in parsed:
+        if override.is_sweep_override():
+            total *= len(list(override.sweep_string_iterator()))
+    return total
+
+
+def _report(job_num: int, outcome: dict[str, Any], kept: bool, run_dir: Path) -> None:
+    """One line per job: status, wall time, headline metric, and an estimate for the rest."""
+    _PROGRESS["seen"] += 1
+    if not kept:
+        _PROGRESS["walls"].append(outcome.get("wall_s") or 0.0)
+    total, walls = _PROGRESS["total"], _PROGRESS["walls"]
+    status = "complete (kept from an earlier run of this sweep)" if kept else outcome["status"]
+    parts = [f"[toolsweep] job {job_num}{f'/{total}' if total else ''}: {status}"]
+    if not kept:
+        parts.append(f"in {outcome.get('wall_s', 0):.1f} s")
+    if outcome.get("reason"):
+        parts.append(f"({outcome['reason']})")
+    headline = _headline(run_dir) if outcome["status"] == "complete" else None
+    if headline:
+        parts.append(headline)
+    left = total - _PROGRESS["seen"] if total else None
+    if left and walls:
+        parts.append(f"| about {_duration(left * sum(walls) / len(walls))} left for {left} job(s)")
+    print(" ".join(parts), flush=True)
+
+
+def _headline(run_dir: Path) -> str | None:
+    # The first headline metric of the job's scorer, pooled, under the official reading.
+    try:
+        metrics = pl.read_parquet(run_dir / "metrics.parquet")
+        scorer = get_scorer(pl.read_parquet(run_dir / "samples.parquet", columns=["scorer"])["scorer"][0])
+    except Exception:  # noqa: BLE001 - a missing or old report only costs the headline
+        return None
+    metric = next((m for m in scorer.metrics if m.headline), scorer.metrics[0])
+    row = metrics.filter((pl.col("setting") == "all") & (pl.col("parser") == "official"))
+    if row.height == 0:
+        return None
+    return f"{metric.name} {format_value(metric, row[metric.name][0])}"
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def _stream(command: list[str], env: dict[str, str], log_path: Path) -> tuple[int, str]:
@@ -123,7 +204,11 @@ def failure_reason(returncode: int, log: str) -> str:
 
 
 class LeaderboardCallback(Callback):
-    """Writes leaderboard.parquet/.md (and the accuracy-vs-step plot) when a multirun ends."""
+    """Counts the sweep's jobs when a multirun starts (for the ETA); writes leaderboard.parquet/.md
+    (and the plot against step) when it ends, also after a rerun that kept earlier jobs."""
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        _PROGRESS.update(total=count_jobs(list(config.hydra.overrides.task)), walls=[], seen=0)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from grading.leaderboard import write_leaderboard

@@ -52,7 +52,6 @@ class EngineContext:
     """inference.config.DecodingConfig"""
     max_model_len: Optional[int]
     sample_ids: list[str]
-    quiet: bool = False
 
 
 def engine_class(target: str) -> Any:

@@ -7,9 +7,9 @@ wrapper), compiled by the chosen backend (outlines_core, xgrammar or llguidance)
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
+from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.schemas import outlines_regex
@@ -23,13 +23,13 @@ class TransformersEngine:
     """A local model folder loaded with transformers, on the GPU when there is one."""
 
     def __init__(self, *, model_path: str, constraint: str, dtype: str, max_new_tokens: int,
-                 temperature: float, seed: int, quiet: bool) -> None:
+                 temperature: float, seed: int) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.backend = constraint
         self._constraint, self._max_new_tokens = constraint, max_new_tokens
-        self._temperature, self._quiet = temperature, quiet
+        self._temperature = temperature
         torch.manual_seed(seed)
         self._device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
@@ -46,14 +46,12 @@ class TransformersEngine:
     def from_config(cls, engine: Any, context: EngineContext) -> "TransformersEngine":
         return cls(model_path=context.model.path, constraint=context.decoding.constraint, dtype=context.model.dtype,
                    max_new_tokens=context.decoding.max_new_tokens, temperature=context.decoding.temperature,
-                   seed=engine.seed, quiet=context.quiet)
+                   seed=engine.seed)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """Generate each request; a failing sample becomes an `error` row."""
-        from tqdm import tqdm
-
         results = []
-        for request in tqdm(requests, desc="generating", disable=self._quiet, file=sys.stderr):
+        for request in progress(requests, "generating", len(requests), "prompt"):
             try:
                 results.append(self._generate_one(request))
             except Exception as exc:  # noqa: BLE001 - a failed sample is a row

@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from inference.console import bar_factory, progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.models import cache_root
@@ -22,7 +23,7 @@ from inference.schemas import backend_schema, outlines_regex
 from inference.toolcalls import CALL_FORMATS, native_lark, native_regex, native_structural_tag
 
 
-def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> bool:
+def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int) -> bool:
     """Set vLLM's environment before it is imported; returns True when running on CPU."""
     import torch
 
@@ -35,8 +36,6 @@ def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int, quiet: b
         # In-process engine core: starts in 3-7 s, and a killed run leaves no orphaned
         # engine process holding both cores.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    if quiet:
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ["VLLM_REGEX_COMPILATION_TIMEOUT_S"] = str(compile_timeout_s)
     # Compiled Outlines indexes persist on disk, shared by the jobs of a sweep.
     os.environ.setdefault("VLLM_V1_USE_OUTLINES_CACHE", "1")
@@ -52,8 +51,8 @@ class VLLMEngine:
                  tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
                  enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
                  max_num_batched_tokens: int | None,
-                 cpu_kvcache_gib: int, compile_timeout_s: int, quiet: bool) -> None:
-        on_cpu = configure_environment(cpu_kvcache_gib, compile_timeout_s, quiet)
+                 cpu_kvcache_gib: int, compile_timeout_s: int) -> None:
+        on_cpu = configure_environment(cpu_kvcache_gib, compile_timeout_s)
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -96,14 +95,17 @@ class VLLMEngine:
                    temperature=decoding.temperature, seed=engine.seed, enforce_eager=engine.enforce_eager,
                    gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
                    max_num_batched_tokens=engine.max_num_batched_tokens, cpu_kvcache_gib=engine.cpu_kvcache_gib,
-                   compile_timeout_s=decoding.compile_timeout_s, quiet=context.quiet)
+                   compile_timeout_s=decoding.compile_timeout_s)
 
-    def _sampling_params(self, request: Request) -> Any:
+    def _structured(self, key: tuple) -> Any:
+        schema_json, call_format, max_calls = key
+        if schema_json is None or self.constraint == "none":
+            return None
+        return structured_params(Request("", "", (), schema_json, call_format, max_calls), self.constraint)
+
+    def _sampling_params(self, request: Request, structured: Any) -> Any:
         from vllm import SamplingParams
 
-        structured = None
-        if request.schema_json is not None and self.constraint != "none":
-            structured = structured_params(request, self.constraint)
         return SamplingParams(max_tokens=self._max_new_tokens, temperature=self._temperature,
                               seed=self._seed, structured_outputs=structured)
 
@@ -111,7 +113,10 @@ class VLLMEngine:
         """Generate all requests in one batch; a failing batch is retried request by request."""
         if not requests:
             return []
-        params = [self._sampling_params(r) for r in requests]
+        grammars = {}
+        for key in progress(dict.fromkeys(_grammar_key(r) for r in requests), "grammars", None, "grammar"):
+            grammars[key] = self._structured(key)
+        params = [self._sampling_params(r, grammars[_grammar_key(r)]) for r in requests]
         try:
             outputs = self._run(requests, params, progress=True)
         except Exception as exc:  # noqa: BLE001 - isolate the failing requests below
@@ -123,7 +128,8 @@ class VLLMEngine:
 
     def _run(self, requests: list[Request], params: list[Any], progress: bool) -> list[Any]:
         prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        return self.llm.generate(prompts, params, use_tqdm=progress, lora_request=self._lora)
+        return self.llm.generate(prompts, params, use_tqdm=bar_factory("generating") if progress else False,
+                                 lora_request=self._lora)
 
     def _one(self, request: Request, params: Any) -> Generation:
         try:
@@ -139,6 +145,11 @@ class VLLMEngine:
             if used:
                 self.backend = used
                 return
+
+
+def _grammar_key(request: Request) -> tuple:
+    # Requests with one schema and wrapper share one grammar (and one SamplingParams payload).
+    return (request.schema_json, request.call_format, request.max_calls)
 
 
 def structured_params(request: Request, backend: str) -> Any:

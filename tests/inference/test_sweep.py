@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,56 @@ def test_slurm_config_composes_with_gpus_per_task_from_tensor_parallel():
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert launcher.gpus_per_node == 4 and launcher.cpus_per_task == 16 and launcher.array_parallelism == 64
+
+
+def _job_facts(sweep: Path, job: int) -> dict:
+    return json.loads((sweep / str(job) / "run.json").read_text())["generation"]
+
+
+@pytest.mark.vllm
+def test_a_killed_sweep_rerun_into_its_dir_keeps_resumes_and_runs(tmp_path, embedded_model, scratch_env):
+    """Kill a 3-job sweep during job 1 (after its first shard), rerun the same multirun into the
+    same sweep dir: job 0 is kept (no process, no engine call), job 1 resumes from its shard, job 2
+    runs; the leaderboard equals that of an uninterrupted sweep."""
+    import os
+    import signal
+
+    from inference.models import cache_root
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(cache_root() / "models", target_is_directory=True)
+    env = {**scratch_env, "TOOLSWEEP_CACHE": str(cache), "TOOLSWEEP_PAUSE_AT": "shard 2/2: generating",
+           "TOOLSWEEP_PAUSE_S": "3"}
+    args = [f"model.path={embedded_model}", "decoding.max_new_tokens=8,16,24", "dataset.limit=1",
+            "dataset.settings=[p,r]", "engine.shard_size=1"]
+    sweep = tmp_path / "sweep"
+    command = [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", *args]
+    parent = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+    job0_done = False
+    for line in parent.stdout:
+        job0_done = job0_done or line.startswith("[toolsweep] job 0/3: complete")
+        if job0_done and "shard 2/2: generating" in line:
+            break
+    os.killpg(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert job0_done and (sweep / "1" / "parts" / "part-00000.parquet").is_file()
+    assert not (sweep / "2").exists() and not (sweep / "1" / "job.json").exists()
+    job0_log = (sweep / "0" / "job.log").stat().st_mtime_ns
+
+    done = run_sweep(sweep, args, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "[toolsweep] job 0/3: complete (kept from an earlier run of this sweep)" in done.stdout
+    assert (sweep / "0" / "job.log").stat().st_mtime_ns == job0_log, "job 0 was not run again"
+    assert re.search(r"\[toolsweep\] job 2/3: complete in [\d.]+ s tool_acc [\d.]+%", done.stdout), done.stdout
+    assert _job_facts(sweep, 1)["engine_calls"] == 1 and _job_facts(sweep, 1)["stored_hits"] == 1
+    assert _job_facts(sweep, 2)["engine_calls"] == 2
+
+    fresh = tmp_path / "uninterrupted"
+    again = run_sweep(fresh, args, env={**env, "TOOLSWEEP_PAUSE_AT": ""})
+    assert again.returncode == 0, again.stdout[-3000:]
+    speeds = ["prompts_per_s", "output_tokens_per_s"]
+    resumed = pl.read_parquet(sweep / "leaderboard.parquet").drop(speeds)
+    assert resumed.equals(pl.read_parquet(fresh / "leaderboard.parquet").drop(speeds))
+    assert resumed["status"].unique().to_list() == ["complete"]

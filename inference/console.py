@@ -1,0 +1,63 @@
+"""What a run shows on the console: toolsweep's phases with progress bars, the table, errors.
+
+Everything the libraries log (vLLM, torch, transformers, Python warnings) goes to `run.log` in
+the run dir through Hydra's file handler; the console shows it only with `verbose=true`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Iterable
+
+# vLLM otherwise installs its own console handler at import; without it its records reach the
+# root logger, whose handlers Hydra set up (console + run.log).
+os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+
+_STATE = {"quiet": False}
+
+
+def setup(verbose: bool, quiet: bool) -> None:
+    """Route library logs to run.log only (unless verbose); progress bars off when quiet."""
+    _STATE["quiet"] = quiet
+    logging.captureWarnings(True)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.INFO if verbose else logging.ERROR)
+    for noisy in ("vllm", "torch", "transformers", "py.warnings", "outlines", "xgrammar", "llguidance"):
+        logging.getLogger(noisy).propagate = True
+    quiet_transformers()
+
+
+def quiet_transformers() -> None:
+    """transformers logs through its own stderr handler: send its records to the root logger."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_default_handler()
+    hf_logging.enable_propagation()
+
+
+def progress(items: Iterable[Any], desc: str, total: int | None = None, unit: str = "it") -> Iterable[Any]:
+    """A progress bar on stderr with count, rate and ETA (nothing when quiet)."""
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, total=total, unit=unit, file=sys.stderr, disable=_STATE["quiet"],
+                mininterval=1.0, dynamic_ncols=True, leave=True)
+
+
+def bar_factory(desc: str):
+    """A tqdm constructor for libraries that take one (vLLM's `use_tqdm`), labelled as ours."""
+    from tqdm import tqdm
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        kwargs.update(desc=desc, file=sys.stderr, disable=_STATE["quiet"], mininterval=1.0, dynamic_ncols=True)
+        return tqdm(*args, **kwargs)
+    return make
+
+
+def quiet() -> bool:
+    """Whether progress bars are off."""
+    return _STATE["quiet"]
