@@ -28,10 +28,12 @@ def grade(samples: pl.DataFrame, progress: Callable[..., Iterable[Any]] | None =
     _check_inputs(samples, scorer)
     present = [c for c in OPTIONAL_COLUMNS if c in samples.columns]
     rows = samples.select(*dict.fromkeys((*INPUT_COLUMNS, *scorer.inputs, *present))).to_dicts()
+    pairs = [(reading, row) for reading in scorer.readings for row in rows]
+    shown = progress(pairs, "grading", len(pairs), "grade") if progress else pairs
+    grades = [scorer.grade_row(reading, row) for reading, row in shown]
     extra = []
-    for reading in scorer.readings:
-        shown = progress(rows, f"grading ({reading})", len(rows), "sample") if progress else rows
-        graded = [scorer.grade_row(reading, r) for r in shown]
+    for k, reading in enumerate(scorer.readings):
+        graded = grades[k * len(rows):(k + 1) * len(rows)]
         extra += [pl.Series(f"{reading}_{name}", [g[name] for g in graded], dtype=dtype)
                   for name, dtype in scorer.fields.items()]
     # Re-grading a graded table replaces its grade columns.

@@ -136,7 +136,7 @@ def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, An
     meta = {"toolsweep_run": {k: facts[k] for k in ("model", "backend", "prompt", "commit", "packages", "config")}}
     scorer = scorer_of(graded)
     write_samples(graded, run_dir, meta)
-    pipeline.marker("wrote samples.parquet")
+    pipeline.marker("wrote samples.parquet", shown=False)
     write_metrics(metrics, scorer, run_dir, meta)
     write_markdown(metrics, scorer, run_dir)
     prompt = facts["prompt"]

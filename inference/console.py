@@ -21,6 +21,9 @@ _STATE = {"quiet": False}
 def setup(verbose: bool, quiet: bool) -> None:
     """Route library logs to run.log only (unless verbose); progress bars off when quiet."""
     _STATE["quiet"] = quiet
+    if not verbose:
+        # torch's C++ warnings (NUMA binding, ...) bypass Python logging; torch reads this at import.
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     logging.captureWarnings(True)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
@@ -28,6 +31,16 @@ def setup(verbose: bool, quiet: bool) -> None:
     for noisy in ("vllm", "torch", "transformers", "py.warnings", "outlines", "xgrammar", "llguidance"):
         logging.getLogger(noisy).propagate = True
     quiet_transformers()
+
+
+def route_torch_logs() -> None:
+    """torch gives its loggers console handlers of their own at import: send them to the root
+    logger (run.log, and the console only with verbose)."""
+    for name in list(logging.Logger.manager.loggerDict):
+        logger = logging.getLogger(name)
+        if name.startswith("torch") and logger.handlers:
+            logger.handlers.clear()
+            logger.propagate = True
 
 
 def quiet_transformers() -> None:
@@ -48,12 +61,15 @@ def progress(items: Iterable[Any], desc: str, total: int | None = None, unit: st
                 mininterval=1.0, dynamic_ncols=True, leave=True)
 
 
-def bar_factory(desc: str):
-    """A tqdm constructor for libraries that take one (vLLM's `use_tqdm`), labelled as ours."""
+def bar_factory(names: dict[str, str]):
+    """A tqdm constructor for libraries that take one (vLLM's `use_tqdm`): their bars named in
+    `names` are shown under toolsweep's label, the others (bookkeeping) are not shown."""
     from tqdm import tqdm
 
     def make(*args: Any, **kwargs: Any) -> Any:
-        kwargs.update(desc=desc, file=sys.stderr, disable=_STATE["quiet"], mininterval=1.0, dynamic_ncols=True)
+        label = names.get(kwargs.get("desc", ""))
+        kwargs.update(desc=label, file=sys.stderr, disable=_STATE["quiet"] or label is None, mininterval=1.0,
+                      dynamic_ncols=True)
         return tqdm(*args, **kwargs)
     return make
 

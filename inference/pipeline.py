@@ -6,10 +6,11 @@ read_calls, then grading takes over.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
 import time
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -282,17 +283,21 @@ def generate_sharded(requests: list[Request], keys: list[str], store: Generation
         generations = engine.generate([r for _, r in shard])
         store.write_part([k for k, _ in shard], generations, engine.backend)
         fresh.update(zip((k for k, _ in shard), generations))
-        marker(f"shard {number}/{len(shards)}: written")
+        marker(f"shard {number}/{len(shards)}: written", shown=False)
     merged = [replace(stored.get(k) or fresh[k], sample_id=r.sample_id) for k, r in zip(keys, requests)]
     stats = {"engine_calls": len(todo), "stored_hits": len(stored), "shards": len(shards),
              "backend": engine.backend if engine else store.backend}
     return merged, stats
 
 
-def marker(message: str) -> None:
-    """A progress line on stderr; TOOLSWEEP_PAUSE_AT=<text> sleeps there (fault-injection tests)."""
-    print(f"[toolsweep] {message}", file=sys.stderr, flush=True)
+def marker(message: str, shown: bool = True) -> None:
+    """A phase line on stderr; TOOLSWEEP_PAUSE_AT=<text> sleeps there (fault-injection tests).
+
+    Bookkeeping lines (`shown=False`) go to run.log, and to stderr only under fault injection."""
     pause = os.environ.get("TOOLSWEEP_PAUSE_AT")
+    logging.getLogger("toolsweep").info(message)
+    if shown or pause:
+        print(f"[toolsweep] {message}", file=sys.stderr, flush=True)
     if pause and pause in message:
         time.sleep(float(os.environ.get("TOOLSWEEP_PAUSE_S", "30")))
 

@@ -22,7 +22,7 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar"
+ALL = "prompts,overhead,end_to_end,grammar,dtype"
 
 
 def figure(value: float | int | None, unit: str, **extra: Any) -> dict[str, Any]:
@@ -83,6 +83,32 @@ def bench_end_to_end(data: Path, out: Path, records: int) -> dict[str, Any]:
         }
     result["speedup"] = figure(result["paper_pipeline"]["generate_wall"]["value"] /
                                result["toolsweep"]["generate_wall"]["value"], "x", note="paper wall / toolsweep wall")
+    return result
+
+
+# ---------------------------------------------------------------- dtype and the prefill bound
+def _generation(facts: dict[str, Any]) -> dict[str, Any]:
+    gen = facts["wall_s"]["generate"] - facts["wall_s"].get("model_load", 0.0)
+    return {"generation_wall": figure(gen, "s", note="generate phase minus model load"),
+            "output_tokens_per_s": figure(facts["throughput"]["output_tokens_per_s"], "tokens/s"),
+            "prompts": facts["samples"]["generated"], "dtype": facts.get("dtype")}
+
+
+def bench_dtype(out: Path, records: int = 3) -> dict[str, Any]:
+    """The bundled sample (records x 3 settings) in bfloat16 and float32 side by side, what `auto`
+    picks here, and a pure prefill of the same prompts (1 new token, no grammar, same engine):
+    on a CPU prefill dominates, so toolsweep's time over the prefill time is the honest bound."""
+    common = [f"dataset.limit={records}"]
+    result: dict[str, Any] = {}
+    for dtype in ("bfloat16", "float32", "auto"):
+        result[dtype] = _generation(run_cli(out / f"dtype-{dtype}", [*common, f"model.dtype={dtype}"]))
+    prefill = _generation(run_cli(out / "prefill", [*common, "decoding.max_new_tokens=1", "decoding.constraint=none"]))
+    result["prefill_only"] = prefill
+    result["bf16_over_fp32"] = figure(result["bfloat16"]["generation_wall"]["value"] /
+                                      result["float32"]["generation_wall"]["value"], "x")
+    result["toolsweep_over_prefill"] = figure(result["auto"]["generation_wall"]["value"] /
+                                              prefill["generation_wall"]["value"], "x",
+                                              note="dtype=auto, outlines, 256 new tokens vs 1 token, no grammar")
     return result
 
 
@@ -242,7 +268,8 @@ def main(argv: list[str] | None = None) -> None:
                    "commit": git_commit(REPO)})
     sections = {"prompts": lambda: bench_prompts(args.data, 3), "overhead": lambda: bench_overhead(args.out),
                 "end_to_end": lambda: bench_end_to_end(args.data, args.out, args.records),
-                "grammar": lambda: bench_grammar(args.data, args.schemas)}
+                "grammar": lambda: bench_grammar(args.data, args.schemas),
+                "dtype": lambda: bench_dtype(args.out)}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}
@@ -286,7 +313,7 @@ def format_report(report: dict[str, Any]) -> str:
         elif isinstance(node, (int, float, str)):
             lines.append(f"| {prefix} | {node} |")
 
-    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share"):
+    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype"):
         if section in report:
             walk(section, report[section])
     return "\n".join(lines)

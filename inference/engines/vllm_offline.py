@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from inference.console import bar_factory, progress
+from inference.console import bar_factory, progress, route_torch_logs
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.models import cache_root
@@ -27,6 +27,7 @@ def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int) -> bool:
     """Set vLLM's environment before it is imported; returns True when running on CPU."""
     import torch
 
+    route_torch_logs()
     on_cpu = not torch.cuda.is_available()
     if on_cpu:
         # vLLM's default binding keeps one core for itself: on a 2-core machine a 32-prompt
@@ -81,7 +82,7 @@ class VLLMEngine:
                            max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
                            enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
                            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                           seed=seed, **options)
+                           seed=seed, use_tqdm_on_load=False, **options)
         except Exception as exc:  # noqa: BLE001 - vLLM raises many types while starting
             raise EngineError(f"vLLM could not load model.path={model_path!r}: "
                               f"{type(exc).__name__}: {exc}") from exc
@@ -128,7 +129,8 @@ class VLLMEngine:
 
     def _run(self, requests: list[Request], params: list[Any], progress: bool) -> list[Any]:
         prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        return self.llm.generate(prompts, params, use_tqdm=bar_factory("generating") if progress else False,
+        bars = bar_factory({"Processed prompts": "generating"}) if progress else False
+        return self.llm.generate(prompts, params, use_tqdm=bars,
                                  lora_request=self._lora)
 
     def _one(self, request: Request, params: Any) -> Generation:

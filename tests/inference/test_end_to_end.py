@@ -96,6 +96,12 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_e
     facts = json.loads((run_dir / "run.json").read_text())
     assert facts["backend"] == constraint
     assert facts["decoding"]["greedy"] is True
+    # quiet console: toolsweep's phases with progress bars, the table; the libraries' logs in run.log
+    lines = (done.stdout + done.stderr).splitlines()
+    assert len(lines) <= 25, "\n".join(lines)
+    assert "generating: 100%" in done.stderr and "| all | official |" in done.stdout
+    assert not any(noise in done.stderr for noise in ("Loading safetensors", "INFO", "Triton", "NUMA"))
+    assert "vllm" in (run_dir / "run.log").read_text()
     native = facts["machine"]["cpu"]["native_bf16"]
     assert facts["dtype"]["resolved"] == ("bfloat16" if native else "float32"), facts["dtype"]
     assert set(facts["wall_s"]) >= {"prompts", "model_load", "generate", "grade", "total"}
