@@ -7,6 +7,7 @@ the values and reports every problem at once.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -83,7 +84,14 @@ class EngineConfig:
     that changes outputs) from $TOOLSWEEP_CACHE/generations."""
 
     loads_model = True
+    """Generates (needs model.path for the tokenizer and chat template); replay does not."""
+    needs_weights = True
+    """model.path must hold the weights (False: a remote engine needs only config and tokenizer)."""
     serves_lora = False
+
+    def model_key(self) -> dict[str, Any] | None:
+        """What identifies the weights in the cache key, where model.path's content does not."""
+        return None
 
     def problems(self) -> list[str]:
         """Every invalid value of this engine's options."""
@@ -140,7 +148,46 @@ class ReplayEngineConfig(EngineConfig):
         return found
 
 
-ENGINE_SCHEMAS = {"vllm": VLLMEngineConfig, "transformers": TransformersEngineConfig, "replay": ReplayEngineConfig}
+@dataclass
+class OpenAIEngineConfig(EngineConfig):
+    name: str = "openai"
+    target: str = "inference.engines.openai_server:OpenAIEngine"
+    base_url: str = MISSING
+    """The server's OpenAI-compatible API, ending in /v1 (e.g. http://127.0.0.1:8000/v1)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the API key (the key itself never enters config or run.json)."""
+    model: Optional[str] = None
+    """The served model's id; None: the server's only model."""
+    revision: str = ""
+    """Your name for the weights behind the server (e.g. a checkpoint step): part of the cache key,
+    with the server's model id, so a server swapped to new weights does not reuse old generations."""
+    concurrency: int = 8
+    """Requests in flight at once (the server batches them)."""
+    timeout_s: float = 600.0
+    """Seconds one request may take."""
+    retries: int = 3
+    """Retries, with backoff, after a connection error or a 5xx answer."""
+
+    needs_weights = False
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not self.base_url.startswith(("http://", "https://")):
+            found.append(f"engine.base_url must be an http(s) URL ending in /v1, got {self.base_url!r}")
+        if self.concurrency < 1 or self.retries < 0:
+            found.append(f"engine.concurrency must be >= 1 and engine.retries >= 0, got {self.concurrency}, "
+                         f"{self.retries}")
+        return found
+
+    def model_key(self) -> dict[str, Any]:
+        from inference.engines.openai_server import server_identity
+
+        return {"server": server_identity(self.base_url, os.environ.get(self.api_key_env) or None, self.model),
+                "revision": self.revision}
+
+
+ENGINE_SCHEMAS = {"vllm": VLLMEngineConfig, "transformers": TransformersEngineConfig, "replay": ReplayEngineConfig,
+                  "openai": OpenAIEngineConfig}
 
 
 @dataclass
@@ -262,7 +309,7 @@ def _check_paths(cfg: ToolsweepConfig) -> list[str]:
         problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; point dataset.path at {hint}")
     if cfg.engine.loads_model:
         try:
-            check_model_dir(cfg.model.path)
+            check_model_dir(cfg.model.path, weights=cfg.engine.needs_weights)
         except ConfigError as exc:
             problems.append(str(exc))
     return problems + _check_lora(cfg)

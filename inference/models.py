@@ -38,8 +38,9 @@ def is_embedded_path(path: str | Path) -> bool:
     return Path(path).expanduser().resolve() == embedded_model_dir().resolve()
 
 
-def check_model_dir(path: str | Path) -> Path:
-    """Return `path` as a local model folder, or raise ConfigError saying what is wrong."""
+def check_model_dir(path: str | Path, weights: bool = True) -> Path:
+    """Return `path` as a local model folder, or raise ConfigError saying what is wrong
+    (`weights=False`: a folder with the config and tokenizer is enough, for a remote engine)."""
     folder = Path(path).expanduser()
     if not folder.exists():
         raise ConfigError(f"model.path {str(path)!r} does not exist: toolsweep runs offline and "
@@ -49,7 +50,7 @@ def check_model_dir(path: str | Path) -> Path:
         raise ConfigError(f"model.path {str(path)!r} is not a model folder: it has no config.json. "
                           "Point model.path at a Hugging Face-format folder (config.json, "
                           "tokenizer files and *.safetensors).")
-    if not any(f.suffix in _WEIGHT_SUFFIXES for f in folder.iterdir()):
+    if weights and not any(f.suffix in _WEIGHT_SUFFIXES for f in folder.iterdir()):
         raise ConfigError(f"model.path {str(path)!r} has a config.json but no weight files "
                           f"({', '.join(_WEIGHT_SUFFIXES)}).")
     return folder.resolve()

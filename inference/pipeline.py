@@ -175,8 +175,9 @@ def run_context(cfg: ToolsweepConfig) -> dict[str, Any]:
 
     memo = cache_root() / "digests"
     versions = package_versions()
+    remote = cfg.engine.model_key()
     return {
-        "model": model_digest(Path(cfg.model.path), memo),
+        "model": remote if remote is not None else model_digest(Path(cfg.model.path), memo),
         "lora": model_digest(Path(cfg.model.lora), memo) if cfg.model.lora else None,
         "engine": cfg.engine.name, "schema_version": SCHEMA_VERSION,
         "options": {part: output_options(getattr(cfg, part)) for part in ("model", "decoding", "engine")},

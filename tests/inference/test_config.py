@@ -23,7 +23,8 @@ LAUNCHERS = sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml"))
 REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"dataset.path={SAMPLE}"],
             "dataset=familytool": [f"dataset.path={REPO}/datasets/familytool_sample"],
             "dataset=toolspectrum": [f"dataset.path={REPO}/datasets/toolspectrum_sample"],
-            "engine=replay": ["engine.predictions=/tmp/p.jsonl"]}
+            "engine=replay": ["engine.predictions=/tmp/p.jsonl"],
+            "engine=openai": ["engine.base_url=http://127.0.0.1:1/v1"]}
 
 
 def _compose(overrides: list[str]) -> ToolsweepConfig:

@@ -1,0 +1,129 @@
+"""Server engine: the same requests sent to an OpenAI-compatible server (a vLLM server, say).
+
+Prompts are rendered and tokenized here with the local tokenizer (model.path) and sent as token
+ids to `/v1/completions`, so the server runs exactly the counted tokens; the constraint goes in
+the request's structured-output field, as the configured backend would build it in-process.
+The server chooses its backend for every request (its `--structured-outputs-config`), so it must
+be started with the one decoding.constraint names. Connection errors and 5xx answers are retried
+with backoff a bounded number of times; whatever still fails is a row, never a crash. Only the
+Python standard library is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from inference.console import progress
+from inference.engines import EngineContext, Generation, Request
+from inference.errors import EngineError
+from inference.schemas import backend_schema, outlines_regex
+from inference.toolcalls import CALL_FORMATS, native_lark, native_regex, native_structural_tag
+
+_BACKOFF_S = 0.5
+
+
+class ServerUnreachable(EngineError):
+    """The server did not answer (connection refused, timeout, 5xx) after the retries."""
+
+
+def _call(base_url: str, path: str, body: dict[str, Any] | None, api_key: str | None, timeout_s: float,
+          retries: int) -> Any:
+    """One JSON request with bounded retries on connection errors and 5xx; 4xx raise at once."""
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    data = None if body is None else json.dumps(body).encode()
+    last = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(_BACKOFF_S * 2 ** (attempt - 1))
+        request = urllib.request.Request(base_url.rstrip("/") + path, data, headers,
+                                         method="GET" if body is None else "POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")[:500]
+            if exc.code < 500:
+                raise EngineError(f"{base_url}{path} answered {exc.code}: {text}") from None
+            last = f"{exc.code}: {text}"
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            last = str(getattr(exc, "reason", exc))
+    raise ServerUnreachable(f"{base_url}{path} did not answer after {retries + 1} tries ({last}); is the server "
+                            "up, and engine.base_url right (it ends in /v1)?")
+
+
+def server_identity(base_url: str, api_key: str | None, model: str | None, timeout_s: float = 30) -> dict[str, Any]:
+    """What the server says it serves (id, root, context): the model part of the cache key."""
+    listed = (_call(base_url, "/models", None, api_key, timeout_s, 2) or {}).get("data") or []
+    if model is not None:
+        listed = [m for m in listed if m.get("id") == model]
+    if len(listed) != 1:
+        names = [m.get("id") for m in (_call(base_url, "/models", None, api_key, timeout_s, 0) or {}).get("data", [])]
+        raise EngineError(f"engine.model must name one of the server's models {names}, got {model!r}")
+    found = listed[0]
+    return {k: found.get(k) for k in ("id", "root", "max_model_len")}
+
+
+def structured_field(request: Request, backend: str) -> dict[str, Any] | None:
+    """The request's `structured_outputs` field, built as the in-process engine builds it."""
+    if request.schema_json is None or backend == "none":
+        return None
+    if request.call_format is None:
+        if backend == "outlines":
+            return {"regex": outlines_regex(request.schema_json)}
+        return {"json": backend_schema(request.schema_json, backend)}
+    fmt = CALL_FORMATS[request.call_format]
+    if backend == "outlines":
+        return {"regex": native_regex(request.schema_json, fmt, request.max_calls)}
+    if backend == "xgrammar":
+        return {"structural_tag": native_structural_tag(request.schema_json, fmt, backend, request.max_calls)}
+    return {"grammar": native_lark(request.schema_json, fmt, backend, request.max_calls)}
+
+
+class OpenAIEngine:
+    """Requests to `engine.base_url` (`.../v1`), `engine.concurrency` at a time."""
+
+    def __init__(self, *, base_url: str, api_key: str | None, model: str | None, constraint: str,
+                 max_new_tokens: int, temperature: float, seed: int, concurrency: int, timeout_s: float,
+                 retries: int) -> None:
+        self._base, self._key, self._timeout, self._retries = base_url, api_key, timeout_s, retries
+        self.identity = server_identity(base_url, api_key, model)
+        self._model, self.constraint = self.identity["id"], constraint
+        self.backend = f"{constraint} (server)" if constraint != "none" else "none"
+        self._sampling = {"max_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+        self._concurrency = concurrency
+
+    @classmethod
+    def from_config(cls, engine: Any, context: EngineContext) -> "OpenAIEngine":
+        decoding = context.decoding
+        return cls(base_url=engine.base_url, api_key=os.environ.get(engine.api_key_env) or None, model=engine.model,
+                   constraint=decoding.constraint, max_new_tokens=decoding.max_new_tokens,
+                   temperature=decoding.temperature, seed=engine.seed, concurrency=engine.concurrency,
+                   timeout_s=engine.timeout_s, retries=engine.retries)
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order; a request that fails is an `error` row."""
+        with ThreadPoolExecutor(max_workers=self._concurrency) as pool:
+            done = pool.map(self._one, requests)
+            return list(progress(done, "generating", len(requests), "prompt"))
+
+    def _one(self, request: Request) -> Generation:
+        body = {"model": self._model, "prompt": list(request.prompt_token_ids), "return_token_ids": True,
+                **self._sampling}
+        structured = structured_field(request, self.constraint)
+        if structured is not None:
+            body["structured_outputs"] = structured
+        try:
+            answer = _call(self._base, "/completions", body, self._key, self._timeout, self._retries)
+        except EngineError as exc:
+            return Generation(request.sample_id, None, "error", error=f"engine_error: {exc}"[:500])
+        choice = answer["choices"][0]
+        tokens = choice.get("token_ids")
+        return Generation(request.sample_id, choice.get("text"), str(choice.get("finish_reason") or "error"),
+                          output_tokens=len(tokens) if tokens is not None else answer.get("usage", {}).get(
+                              "completion_tokens"))
