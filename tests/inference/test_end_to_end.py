@@ -197,12 +197,20 @@ def test_vllm_familytool_native_calls_are_read_by_the_family_parser(tmp_path, em
 def test_vllm_on_other_benchmarks_gives_valid_calls(tmp_path, embedded_model, scratch_env, dataset):
     """Real vLLM CPU engine, one case per setting of the bundled sample, default constraint:
     every finished answer is a call to a candidate (or, where allowed, a refusal) that the
-    official parser reads; an answer cut at max_new_tokens is a `length` row, never a crash."""
+    official parser reads; an answer cut at max_new_tokens is a `length` row, never a crash.
+    The run's cache holds a garbage file: it is skipped with a warning, never the end of the run."""
     from inference.benchmarks import load_dataset
+    from inference.models import cache_root
 
+    cache = tmp_path / "cache"
+    (cache / "generations").mkdir(parents=True)
+    (cache / "models").symlink_to(cache_root() / "models", target_is_directory=True)
+    (cache / "generations" / "0123.parquet").write_bytes(b"\x00garbage")
     run_dir = tmp_path / "run"
-    done = run_toolsweep(run_dir, [f"dataset={dataset}", "dataset.limit=1"], env=scratch_env)
+    done = run_toolsweep(run_dir, [f"dataset={dataset}", "dataset.limit=1"],
+                         env={**scratch_env, "TOOLSWEEP_CACHE": str(cache)})
     assert done.returncode == 0, done.stderr[-4000:]
+    assert "warning: skipping unreadable generation file" in done.stderr and "0123.parquet" in done.stderr
     samples = pl.read_parquet(run_dir / "samples.parquet")
     name = dataset.removesuffix("_sample")
     assert samples.height == len(_settings(name))

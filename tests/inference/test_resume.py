@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import REPO
 
 # TOOLSWEEP_KILL_TEST_ARGS swaps the data, e.g. "dataset=petoolbench dataset.path=... dataset.limit=10"
-DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=2"))
-ARGS = [*DATA_ARGS, "engine.shard_size=2", "engine.cache=false"]
+DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=1"))
+ARGS = [*DATA_ARGS, "engine.shard_size=1", "engine.cache=false"]
 
 # (id, marker on stderr, pause there?, seconds to wait before SIGKILL)
 KILL_POINTS = [
