@@ -65,7 +65,7 @@ def evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> d
 def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> dict[str, Any]:
     timer = Timer()
     loads_model = cfg.engine.loads_model
-    needs_tokenizer = loads_model or (cfg.prompt.format or get_benchmark(cfg.dataset.name).prompt_format) == "native"
+    needs_tokenizer = loads_model or _prompt_format(cfg) == "native"
     if cfg.model.embedded and needs_tokenizer and is_embedded_path(cfg.model.path):
         with timer.phase("prepare_model"):
             prepare_embedded_model()
@@ -93,6 +93,14 @@ def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> 
     _write_reports(graded, metrics, run_dir, facts)
     pipeline.check_error_rate(graded, cfg.max_error_rate)
     return facts
+
+
+def _prompt_format(cfg: ToolsweepConfig) -> str | None:
+    # Before validation: an unknown dataset.name is reported there, with every other problem.
+    try:
+        return cfg.prompt.format or get_benchmark(cfg.dataset.name).prompt_format
+    except ToolsweepError:
+        return None
 
 
 def _generator(cfg: ToolsweepConfig, run_dir: Path, max_len: int | None, prompts: Any,
