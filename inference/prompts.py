@@ -19,7 +19,7 @@ import polars as pl
 
 from inference.console import progress
 from inference.schemas import backend_schema, call_schema, cap_strings, compact_json, schema_id
-from inference.toolcalls import CallFormat, tool_block
+from inference.toolcalls import CallFormat, native_call_schema, tool_block
 
 TOO_LONG = "too_long"
 _HISTORY_START = "Interaction history is:\n"
@@ -169,8 +169,7 @@ def attach_schemas(samples: pl.DataFrame, constraint: str, max_string_chars: int
 def _schema_row(tools_json: str, allow_refusal: bool, max_string_chars: int | None,
                 native: CallFormat | None) -> tuple[str, str]:
     tools = json.loads(tools_json)
-    schema = (call_schema(tools, allow_refusal) if native is None
-              else call_schema(tools, False, name_key="name", args_key=native.args_key))
+    schema = call_schema(tools, allow_refusal) if native is None else native_call_schema(tools, native)
     schema = cap_strings(schema, max_string_chars)
     return compact_json(schema), schema_id(schema)
 

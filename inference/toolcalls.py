@@ -66,9 +66,15 @@ def tool_block(tool_specs: list[dict[str, Any]]) -> str:
     return _TOOL_BLOCK.format(specs="\n".join(json.dumps(s, ensure_ascii=False) for s in tool_specs))
 
 
+def native_call_schema(tools: list[dict[str, Any]], fmt: CallFormat) -> dict[str, Any]:
+    """The schema of one native call to any of the tools, in the family's keys (no refusal branch:
+    not calling is the refusal)."""
+    return call_schema(tools, False, name_key="name", args_key=fmt.args_key)
+
+
 def native_schema(tools: list[dict[str, Any]], fmt: CallFormat) -> str:
     """The compact, order-kept schema of one native call to any of the tools."""
-    return compact_json(call_schema(tools, False, name_key="name", args_key=fmt.args_key))
+    return compact_json(native_call_schema(tools, fmt))
 
 
 def native_regex(schema_json: str, fmt: CallFormat, max_calls: int) -> str:
@@ -94,3 +100,22 @@ def native_lark(schema_json: str, fmt: CallFormat, backend: str, max_calls: int)
              else f"call: {json.dumps(fmt.prefix)} %json {schema}"]
     start = "start: call" + (f" ({json.dumps(fmt.separator)} call){{0,{max_calls - 1}}}" if max_calls > 1 else "")
     return "\n".join([start, *lines])
+
+
+def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: int,
+                 backend: str) -> dict[str, Any] | None:
+    """The structured-output constraint of a request under `backend`, as vLLM's
+    `StructuredOutputsParams` fields (the in-process engine) or the server's `structured_outputs`
+    request field (engine=openai): {"regex" | "json" | "structural_tag" | "grammar": ...}."""
+    if schema_json is None or backend == "none":
+        return None
+    if call_format is None:
+        if backend == "outlines":
+            return {"regex": outlines_regex(schema_json)}
+        return {"json": backend_schema(schema_json, backend)}
+    fmt = CALL_FORMATS[call_format]
+    if backend == "outlines":
+        return {"regex": native_regex(schema_json, fmt, max_calls)}
+    if backend == "xgrammar":
+        return {"structural_tag": native_structural_tag(schema_json, fmt, backend, max_calls)}
+    return {"grammar": native_lark(schema_json, fmt, backend, max_calls)}

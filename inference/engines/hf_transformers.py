@@ -12,8 +12,7 @@ from typing import Any
 from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
-from inference.schemas import outlines_regex
-from inference.toolcalls import CALL_FORMATS, native_regex
+from inference.toolcalls import grammar_spec
 
 # decoding.constraint -> the outlines library's name for its grammar backend
 _OUTLINES_BACKENDS = {"outlines": "outlines_core", "xgrammar": "xgrammar", "guidance": "llguidance"}
@@ -99,9 +98,8 @@ class TransformersEngine:
 
 
 def _regex(request: Request) -> str:
-    if request.call_format is None:
-        return outlines_regex(request.schema_json)
-    return native_regex(request.schema_json, CALL_FORMATS[request.call_format], request.max_calls)
+    # The regex vLLM's outlines path gets; the chosen backend compiles it here.
+    return grammar_spec(request.schema_json, request.call_format, request.max_calls, "outlines")["regex"]
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -22,8 +22,7 @@ from typing import Any
 from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
-from inference.schemas import backend_schema, outlines_regex
-from inference.toolcalls import CALL_FORMATS, native_lark, native_regex, native_structural_tag
+from inference.toolcalls import grammar_spec
 
 _BACKOFF_S = 0.5
 
@@ -59,30 +58,13 @@ def _call(base_url: str, path: str, body: dict[str, Any] | None, api_key: str | 
 
 def server_identity(base_url: str, api_key: str | None, model: str | None, timeout_s: float = 30) -> dict[str, Any]:
     """What the server says it serves (id, root, context): the model part of the cache key."""
-    listed = (_call(base_url, "/models", None, api_key, timeout_s, 2) or {}).get("data") or []
-    if model is not None:
-        listed = [m for m in listed if m.get("id") == model]
+    served = (_call(base_url, "/models", None, api_key, timeout_s, 2) or {}).get("data") or []
+    listed = [m for m in served if model is None or m.get("id") == model]
     if len(listed) != 1:
-        names = [m.get("id") for m in (_call(base_url, "/models", None, api_key, timeout_s, 0) or {}).get("data", [])]
-        raise EngineError(f"engine.model must name one of the server's models {names}, got {model!r}")
+        raise EngineError(f"engine.model must name one of the server's models {[m.get('id') for m in served]}, "
+                          f"got {model!r}")
     found = listed[0]
     return {k: found.get(k) for k in ("id", "root", "max_model_len")}
-
-
-def structured_field(request: Request, backend: str) -> dict[str, Any] | None:
-    """The request's `structured_outputs` field, built as the in-process engine builds it."""
-    if request.schema_json is None or backend == "none":
-        return None
-    if request.call_format is None:
-        if backend == "outlines":
-            return {"regex": outlines_regex(request.schema_json)}
-        return {"json": backend_schema(request.schema_json, backend)}
-    fmt = CALL_FORMATS[request.call_format]
-    if backend == "outlines":
-        return {"regex": native_regex(request.schema_json, fmt, request.max_calls)}
-    if backend == "xgrammar":
-        return {"structural_tag": native_structural_tag(request.schema_json, fmt, backend, request.max_calls)}
-    return {"grammar": native_lark(request.schema_json, fmt, backend, request.max_calls)}
 
 
 class OpenAIEngine:
@@ -115,7 +97,7 @@ class OpenAIEngine:
     def _one(self, request: Request) -> Generation:
         body = {"model": self._model, "prompt": list(request.prompt_token_ids), "return_token_ids": True,
                 **self._sampling}
-        structured = structured_field(request, self.constraint)
+        structured = grammar_spec(request.schema_json, request.call_format, request.max_calls, self.constraint)
         if structured is not None:
             body["structured_outputs"] = structured
         try:

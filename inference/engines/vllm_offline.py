@@ -19,8 +19,7 @@ from inference.console import bar_factory, progress, route_torch_logs
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.models import cache_root
-from inference.schemas import backend_schema, outlines_regex
-from inference.toolcalls import CALL_FORMATS, native_lark, native_regex, native_structural_tag
+from inference.toolcalls import grammar_spec
 
 
 def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int) -> bool:
@@ -99,10 +98,10 @@ class VLLMEngine:
                    compile_timeout_s=decoding.compile_timeout_s)
 
     def _structured(self, key: tuple) -> Any:
-        schema_json, call_format, max_calls = key
-        if schema_json is None or self.constraint == "none":
-            return None
-        return structured_params(Request("", "", (), schema_json, call_format, max_calls), self.constraint)
+        from vllm.sampling_params import StructuredOutputsParams
+
+        spec = grammar_spec(*key, self.constraint)
+        return None if spec is None else StructuredOutputsParams(**spec)
 
     def _sampling_params(self, request: Request, structured: Any) -> Any:
         from vllm import SamplingParams
@@ -152,23 +151,6 @@ class VLLMEngine:
 def _grammar_key(request: Request) -> tuple:
     # Requests with one schema and wrapper share one grammar (and one SamplingParams payload).
     return (request.schema_json, request.call_format, request.max_calls)
-
-
-def structured_params(request: Request, backend: str) -> Any:
-    """vLLM's StructuredOutputsParams for one request under `backend`."""
-    from vllm.sampling_params import StructuredOutputsParams
-
-    if request.call_format is None:
-        if backend == "outlines":
-            return StructuredOutputsParams(regex=outlines_regex(request.schema_json))
-        return StructuredOutputsParams(json=backend_schema(request.schema_json, backend))
-    fmt = CALL_FORMATS[request.call_format]
-    if backend == "outlines":
-        return StructuredOutputsParams(regex=native_regex(request.schema_json, fmt, request.max_calls))
-    if backend == "xgrammar":
-        return StructuredOutputsParams(
-            structural_tag=native_structural_tag(request.schema_json, fmt, backend, request.max_calls))
-    return StructuredOutputsParams(grammar=native_lark(request.schema_json, fmt, backend, request.max_calls))
 
 
 def _to_generation(request: Request, output: Any) -> Generation:
