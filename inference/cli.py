@@ -33,7 +33,7 @@ from inference.models import cache_root, is_embedded_path, prepare_embedded_mode
 from inference.benchmarks import get_benchmark  # noqa: E402
 from inference.solvers import get_solver  # noqa: E402
 from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
-from inference.cache import GenerationStore, model_digest, request_key  # noqa: E402
+from inference.cache import model_digest  # noqa: E402
 from inference.runinfo import (Timer, git_commit, machine, package_versions, run_dir_lock,  # noqa: E402
                                write_run_json, write_state)
 
@@ -70,6 +70,11 @@ def _evaluate(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any]) -> 
         with timer.phase("prepare_model"):
             prepare_embedded_model()
     validate(cfg)
+    benchmark = get_benchmark(cfg.dataset.name)
+    if benchmark.runner:  # a benchmark with its own stages (a multi-turn agent and a judge)
+        import importlib
+
+        return importlib.import_module(benchmark.runner).run(cfg, run_dir, resolved, timer)
     dtype = pipeline.resolve_dtype(cfg) if loads_model else None
     with timer.phase("load"):
         samples = pipeline.load_samples(cfg)
@@ -108,35 +113,14 @@ def _generator(cfg: ToolsweepConfig, run_dir: Path, max_len: int | None, prompts
     """The solver's `generate`: the engine behind the run's store (resume) and cache; its stats
     fill in as it runs."""
     sample_ids = prompts.get_column("sample_id").to_list()
-    stats: dict[str, Any] = {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
     if not cfg.engine.loads_model:
         engine = pipeline.make_engine(cfg, max_len, sample_ids)
         if engine.missing:
             shown = ", ".join(engine.missing[:20]) + (" ..." if len(engine.missing) > 20 else "")
             pipeline.marker(f"replay: {len(engine.missing)} samples have no prediction and count as wrong "
                             f"(failure 'missing'): {shown}")
-        stats["backend"] = engine.backend
-        return engine.generate, stats
-    context = pipeline.run_context(cfg)
-    store = GenerationStore(run_dir, cache_root() / "generations" if cfg.engine.cache else None)
-    engines: list[Any] = []
-
-    def build_engine():
-        if not engines:
-            pipeline.marker("loading model")
-            with timer.phase("model_load"):
-                engines.append(pipeline.make_engine(cfg, max_len, sample_ids))
-        return engines[0]
-
-    def generate(requests: list) -> list:
-        keys = [request_key(r, context) for r in requests]
-        generations, counts = pipeline.generate_sharded(requests, keys, store, build_engine, cfg.engine.shard_size)
-        for name in ("engine_calls", "stored_hits", "shards"):
-            stats[name] += counts[name]
-        stats["backend"] = counts["backend"] or stats["backend"]
-        return generations
-
-    return generate, stats
+        return engine.generate, {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": engine.backend}
+    return pipeline.store_generator(cfg, run_dir, max_len, sample_ids, timer)
 
 
 def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
+from inference.benchmarks.etapp.options import EtappConfig
 from inference.errors import ConfigError
 from inference.models import check_model_dir
 
@@ -186,8 +187,27 @@ class OpenAIEngineConfig(EngineConfig):
                 "revision": self.revision}
 
 
+@dataclass
+class ScriptEngineConfig(EngineConfig):
+    name: str = "script"
+    target: str = "inference.engines.script:ScriptEngine"
+    script: str = MISSING
+    """JSONL of an agent's turns, no model: {"sample_id", "turn", "calls": [{"name", "arguments"}]}
+    or {"sample_id", "turn", "answer"} (multi-turn benchmarks such as ETAPP)."""
+    cache: bool = False
+
+    loads_model = False
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not Path(self.script).expanduser().is_file():
+            found.append(f"engine.script {self.script!r} is not a file (JSONL of {{sample_id, turn, calls | "
+                         "answer}} rows)")
+        return found
+
+
 ENGINE_SCHEMAS = {"vllm": VLLMEngineConfig, "transformers": TransformersEngineConfig, "replay": ReplayEngineConfig,
-                  "openai": OpenAIEngineConfig}
+                  "openai": OpenAIEngineConfig, "script": ScriptEngineConfig}
 
 
 @dataclass
@@ -218,6 +238,24 @@ class DecodingConfig:
 
 
 @dataclass
+class JudgeConfig:
+    """A judge model that scores what exact match cannot (ETAPP), run in its own process."""
+
+    enabled: bool = True
+    """False: stop after the agent phase (judge later with toolsweep-judge RUN_DIR)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Any local model folder; conf/config.yaml defaults to the embedded model, so it runs offline."""
+    engine: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
+    constraint: str = field(default="xgrammar", metadata=OUTPUT)
+    """Backend of the judge's guided JSON (outlines compiles bounded strings slowly)."""
+    max_new_tokens: int = field(default=2048, metadata=OUTPUT)
+    analysis_chars: int = field(default=300, metadata=OUTPUT)
+    """maxLength of every analysis string in the judge's JSON schema."""
+    retries: int = 1
+    """Extra attempts for an answer that does not parse, each with analysis strings half as long."""
+
+
+@dataclass
 class ToolsweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -225,6 +263,9 @@ class ToolsweepConfig:
     """One of ENGINE_SCHEMAS (conf/engine/*.yaml picks it)."""
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    etapp: EtappConfig = field(default_factory=EtappConfig)
+    """ETAPP's own options (inference/benchmarks/etapp/options.py)."""
     quiet: bool = False
     """Hide the progress bars (logs still go to run.log)."""
     verbose: bool = False
@@ -324,3 +365,18 @@ def _check_lora(cfg: ToolsweepConfig) -> list[str]:
         return [f"model.lora {cfg.model.lora!r} is not a LoRA adapter folder: it has no "
                 "adapter_config.json"]
     return []
+
+
+def typed_config(data: dict[str, Any]) -> ToolsweepConfig:
+    """A resolved config (as `OmegaConf.to_container` wrote it, e.g. into a run dir) back into the
+    typed dataclasses, with the engine's own schema; unknown keys or wrong types fail here."""
+    from omegaconf import OmegaConf
+
+    engine = dict(data.get("engine") or {})
+    schema = ENGINE_SCHEMAS.get(engine.get("name"))
+    if schema is None:
+        raise ConfigError(f"engine.name must be one of {list(ENGINE_SCHEMAS)}, got {engine.get('name')!r}")
+    rest = {k: v for k, v in data.items() if k != "engine"}
+    merged = OmegaConf.merge(OmegaConf.structured(ToolsweepConfig), rest)
+    merged.engine = OmegaConf.merge(OmegaConf.structured(schema), engine)
+    return OmegaConf.to_object(merged)

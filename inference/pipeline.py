@@ -291,6 +291,37 @@ def generate_sharded(requests: list[Request], keys: list[str], store: Generation
     return merged, stats
 
 
+def store_generator(cfg: ToolsweepConfig, run_dir: Path, max_len: int | None, sample_ids: list[str],
+                    timer: Any) -> tuple[Callable[[list[Request]], list[Generation]], dict[str, Any]]:
+    """`generate` through the run's store (resume) and the shared cache; the engine loads on the
+    first request the store lacks. Its stats (engine calls, stored hits, shards, backend) fill
+    in as it runs."""
+    from inference.models import cache_root
+    from inference.cache import request_key
+
+    context = run_context(cfg)
+    store = GenerationStore(run_dir, cache_root() / "generations" if cfg.engine.cache else None)
+    stats: dict[str, Any] = {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
+    engines: list[Engine] = []
+
+    def build_engine() -> Engine:
+        if not engines:
+            marker("loading model")
+            with timer.phase("model_load"):
+                engines.append(make_engine(cfg, max_len, sample_ids))
+        return engines[0]
+
+    def generate(requests: list[Request]) -> list[Generation]:
+        keys = [request_key(r, context) for r in requests]
+        generations, counts = generate_sharded(requests, keys, store, build_engine, cfg.engine.shard_size)
+        for name in ("engine_calls", "stored_hits", "shards"):
+            stats[name] += counts[name]
+        stats["backend"] = counts["backend"] or stats["backend"]
+        return generations
+
+    return generate, stats
+
+
 def marker(message: str, shown: bool = True) -> None:
     """A phase line on stderr; TOOLSWEEP_PAUSE_AT=<text> sleeps there (fault-injection tests).
 

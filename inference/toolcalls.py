@@ -102,13 +102,33 @@ def native_lark(schema_json: str, fmt: CallFormat, backend: str, max_calls: int)
     return "\n".join([start, *lines])
 
 
-def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: int,
-                 backend: str) -> dict[str, Any] | None:
+def request_grammar(request: Any, backend: str) -> dict[str, Any] | None:
+    """The structured-output constraint of an engine Request under `backend` (None: free)."""
+    return grammar_spec(*grammar_key(request), backend)
+
+
+def grammar_key(request: Any) -> tuple:
+    """What decides a request's grammar: requests with equal keys share one compiled grammar."""
+    return (request.schema_json, request.call_format, request.max_calls,
+            getattr(request, "calls_optional", False), getattr(request, "regex", None))
+
+
+def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: int, optional: bool,
+                 regex: str | None, backend: str) -> dict[str, Any] | None:
     """The structured-output constraint of a request under `backend`, as vLLM's
     `StructuredOutputsParams` fields (the in-process engine) or the server's `structured_outputs`
-    request field (engine=openai): {"regex" | "json" | "structural_tag" | "grammar": ...}."""
-    if schema_json is None or backend == "none":
+    request field (engine=openai): {"regex" | "json" | "structural_tag" | "grammar": ...}.
+
+    `regex` (one agent step) wins over the schema; `optional` lets the answer be plain text
+    instead of calls (an agent's final answer)."""
+    if backend == "none":
         return None
+    if regex is not None:
+        return {"regex": regex}
+    if schema_json is None:
+        return None
+    if optional and call_format is not None:
+        return optional_calls_spec(schema_json, CALL_FORMATS[call_format], max_calls, backend)
     if call_format is None:
         if backend == "outlines":
             return {"regex": outlines_regex(schema_json)}
@@ -119,3 +139,22 @@ def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: in
     if backend == "xgrammar":
         return {"structural_tag": native_structural_tag(schema_json, fmt, backend, max_calls)}
     return {"grammar": native_lark(schema_json, fmt, backend, max_calls)}
+
+
+# Text that cannot open a call: an agent's final answer under an optional-call grammar.
+_PLAIN_TEXT = r"[^<]+"
+
+
+def optional_calls_spec(schema_json: str, fmt: CallFormat, max_calls: int, backend: str) -> dict[str, Any]:
+    """Either plain text (the final answer) or 1..max_calls wrapped calls matching the schema."""
+    if backend == "outlines":
+        return {"regex": f"(?:{_PLAIN_TEXT}|{native_regex(schema_json, fmt, max_calls)})"}
+    if backend == "xgrammar":
+        tag = {"type": "tag", "begin": fmt.prefix, "end": fmt.suffix,
+               "content": {"type": "json_schema", "json_schema": json.loads(backend_schema(schema_json, backend))}}
+        return {"structural_tag": json.dumps(
+            {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": [fmt.prefix.strip()],
+                                                  "tags": [tag], "at_least_one": False,
+                                                  "stop_after_first": False}}, ensure_ascii=False)}
+    calls = native_lark(schema_json, fmt, backend, max_calls).replace("start: call", "calls: call", 1)
+    return {"grammar": "\n".join(["start: TEXT | calls", f"TEXT: /{_PLAIN_TEXT}/", calls])}

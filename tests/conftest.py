@@ -43,6 +43,13 @@ def toolspectrum_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def etapp_data() -> Path:
+    """The real ETAPP folder (TravelPlanner's tables beside it); skipped, saying so, where absent."""
+    _shared("travelplanner")
+    return _shared("etapp")
+
+
+@pytest.fixture(scope="session")
 def embedded_model() -> Path:
     """The embedded SmolLM2 folder, converted from the packaged GGUF if needed (never skipped)."""
     from inference.models import prepare_embedded_model

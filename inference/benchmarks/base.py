@@ -65,6 +65,9 @@ class Benchmark:
     (the model's own tool-call format, tools given to the chat template)."""
     max_calls: int = 1
     """Calls one answer may hold in the native format (the grammar allows up to this many)."""
+    runner: str | None = None
+    """A module whose `run(cfg, run_dir, resolved)` replaces the single-call stages (load -> prompt
+    -> solve -> grade) for a benchmark that needs its own: a multi-turn agent with a judge (ETAPP)."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],

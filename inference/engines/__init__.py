@@ -27,6 +27,10 @@ class Request:
     """Native format: the family (inference.toolcalls.CALL_FORMATS) whose wrapper the grammar adds."""
     max_calls: int = 1
     """Native format: how many wrapped calls the grammar allows."""
+    calls_optional: bool = False
+    """Native format: a plain-text answer (no call) is allowed too, as an agent's final answer is."""
+    regex: Optional[str] = None
+    """A regex the whole answer must match (e.g. one ReAct step); overrides schema_json."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
-from inference.toolcalls import grammar_spec
+from inference.toolcalls import request_grammar
 
 # decoding.constraint -> the outlines library's name for its grammar backend
 _OUTLINES_BACKENDS = {"outlines": "outlines_core", "xgrammar": "xgrammar", "guidance": "llguidance"}
@@ -59,7 +59,7 @@ class TransformersEngine:
         return results
 
     def _generate_one(self, request: Request) -> Generation:
-        if self._constraint == "none" or request.schema_json is None:
+        if self._constraint == "none" or request_grammar(request, "outlines") is None:
             return self._free(request)
         text = self._generator(_regex(request))(
             request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
@@ -99,7 +99,7 @@ class TransformersEngine:
 
 def _regex(request: Request) -> str:
     # The regex vLLM's outlines path gets; the chosen backend compiles it here.
-    return grammar_spec(request.schema_json, request.call_format, request.max_calls, "outlines")["regex"]
+    return request_grammar(request, "outlines")["regex"]
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

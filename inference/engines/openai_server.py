@@ -22,7 +22,7 @@ from typing import Any
 from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
-from inference.toolcalls import grammar_spec
+from inference.toolcalls import request_grammar
 
 _BACKOFF_S = 0.5
 
@@ -97,7 +97,7 @@ class OpenAIEngine:
     def _one(self, request: Request) -> Generation:
         body = {"model": self._model, "prompt": list(request.prompt_token_ids), "return_token_ids": True,
                 **self._sampling}
-        structured = grammar_spec(request.schema_json, request.call_format, request.max_calls, self.constraint)
+        structured = request_grammar(request, self.constraint)
         if structured is not None:
             body["structured_outputs"] = structured
         try:

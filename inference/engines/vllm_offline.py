@@ -19,7 +19,7 @@ from inference.console import bar_factory, progress, route_torch_logs
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.models import cache_root
-from inference.toolcalls import grammar_spec
+from inference.toolcalls import grammar_key, grammar_spec
 
 
 def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int) -> bool:
@@ -149,8 +149,8 @@ class VLLMEngine:
 
 
 def _grammar_key(request: Request) -> tuple:
-    # Requests with one schema and wrapper share one grammar (and one SamplingParams payload).
-    return (request.schema_json, request.call_format, request.max_calls)
+    # Requests with one grammar share one compiled grammar (and one SamplingParams payload).
+    return grammar_key(request)
 
 
 def _to_generation(request: Request, output: Any) -> Generation:

@@ -1,0 +1,157 @@
+"""ETAPP's scoring: the local judge's three 0-5 scores, averaged per setting, plus process facts.
+
+The judge has already read each episode when grading runs (`grading/etapp_judge.py` builds
+its prompt and reads its answer); this scorer reads the judge's columns and the episode's
+process columns, nothing else. One reading, `judge`.
+
+- `procedure`, `personalization`, `proactivity`: upstream's score, the mean Final Assessment
+  over the judged cases. A case the judge could not score (its answer unreadable, or the judge
+  engine failed) is null: it is left out of these means, as upstream averages only the cases
+  it evaluated, and it is counted by `judge_failed`. An agent episode that failed (turn cap,
+  too long, engine error) is still judged, as upstream judges its "Cannot solve" answer.
+- `personal_keypoints`, `proactive_keypoints`: the mean key-point score over 2 (a key point
+  half achieved counts half), per case, then averaged. Upstream reports no such number.
+- Process: valid calls and tool errors per call (pooled), mean turns and nudges per case, the
+  share of episodes cut at the turn cap, and, in the tool-given setting only, the share of the
+  listed tools the agent called at least once.
+
+Sample-table inputs are written to samples.parquet as text, so every count here is read from an
+int or from its decimal string (a re-graded table gives the same grades).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from grading.errors import GradingError
+from grading.scoring import SCORE, SHARE, Metric, RowScorer, mean, ratio
+
+READING = "judge"
+TOOL_GIVEN = "tool_given"
+"""The `setting` segment (settings look like `tool_given/fc`) where a case lists its tools."""
+DIMENSIONS = ("procedure", "personalization", "proactivity")
+COUNTS = ("turns", "n_calls", "valid_calls", "tool_errors", "nudges")
+
+FIELDS: dict[str, pl.DataType] = {
+    # `_score`: grade columns are `judge_<field>`, and `judge_procedure` etc. are the inputs.
+    "procedure_score": pl.Float64, "personalization_score": pl.Float64, "proactivity_score": pl.Float64,
+    "judged": pl.Boolean, "personal_hit": pl.Float64, "proactive_hit": pl.Float64,
+    "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64, "turns": pl.Int64,
+    "nudges": pl.Int64, "at_turn_cap": pl.Boolean, "listed_tools_called": pl.Float64,
+}
+INPUTS = (
+    "judge_procedure", "judge_personalization", "judge_proactivity", "judge_keypoints", "judge_error",
+    *COUNTS, "end_reason", "listed_tools", "called_tools",
+    # Not read by grading; listed so it is written to samples.parquet for the clean-29 report.
+    "clean",
+)
+
+
+def _count(row: dict[str, Any], column: str) -> int | None:
+    """An integer column's value, from an int or its decimal string (null stays None)."""
+    value = row.get(column)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value)
+    raise GradingError(f"sample {row.get('sample_id')!r}: column {column!r} must hold an integer or null, "
+                       f"got {value!r}; rewrite the sample table with toolsweep")
+
+
+def _json(row: dict[str, Any], column: str, kind: type) -> Any:
+    """A JSON-text column decoded and checked to be `kind` (null stays None)."""
+    text = row.get(column)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        value = None
+    if not isinstance(value, kind):
+        raise GradingError(f"sample {row.get('sample_id')!r}: column {column!r} must be JSON text of a "
+                           f"{kind.__name__} or null, got {text!r}; rewrite the sample table with toolsweep")
+    return value
+
+
+def _hit(scores: Any) -> float | None:
+    """Mean key-point score over 2: 1.0 when every key point is fully achieved; None without any."""
+    values = list(scores.values()) if isinstance(scores, dict) else []
+    return float(np.mean(values)) / 2 if values else None
+
+
+def judge_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The judge's scores of one case, all null (and `judged` False) where the judge failed."""
+    finals = {d: _count(row, f"judge_{d}") for d in DIMENSIONS}
+    judged = row.get("judge_error") is None and all(v is not None for v in finals.values())
+    if not judged:
+        return {**{f"{d}_score": None for d in DIMENSIONS}, "judged": False, "personal_hit": None,
+                "proactive_hit": None}
+    points = _json(row, "judge_keypoints", dict) or {}
+    return {**{f"{d}_score": float(v) for d, v in finals.items()}, "judged": True,
+            "personal_hit": _hit(points.get("personal")), "proactive_hit": _hit(points.get("proactive"))}
+
+
+def _listed_called(row: dict[str, Any]) -> float | None:
+    # Retrieval cases declare only the search tools: the share means nothing there.
+    if TOOL_GIVEN not in str(row.get("setting", "")).split("/"):
+        return None
+    # A set: instruction 6 lists one tool twice. Names that are not text name no listed tool.
+    listed = {t for t in _json(row, "listed_tools", list) or [] if isinstance(t, str)}
+    called = {t for t in _json(row, "called_tools", list) or [] if isinstance(t, str)}
+    return len(listed & called) / len(listed) if listed else None
+
+
+def process_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """How the episode went, whatever the judge made of it."""
+    end = row.get("end_reason")
+    return {**{c: _count(row, c) for c in COUNTS},
+            "at_turn_cap": None if end is None else end == "turn_cap",
+            "listed_tools_called": _listed_called(row)}
+
+
+def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
+    """The grade fields of one ETAPP case (the one reading is the judge's)."""
+    return {**judge_fields(row), **process_fields(row)}
+
+
+def _failed_share(judged: np.ndarray) -> float | None:
+    return float(1 - judged.mean()) if judged.size else None
+
+
+SCORER = RowScorer(
+    name="etapp_judge",
+    readings=(READING,),
+    inputs=INPUTS,
+    fields=FIELDS,
+    metrics=(
+        mean("procedure", "procedure_score", scale=SCORE,
+             description="judge's Procedure score, 0-5, judged cases"),
+        mean("personalization", "personalization_score", scale=SCORE, headline=True,
+             description="judge's Personalization score, 0-5, judged cases"),
+        mean("proactivity", "proactivity_score", scale=SCORE,
+             description="judge's Proactivity score, 0-5, judged cases"),
+        Metric("judge_failed", ("judged",), _failed_share, SHARE, ci=False,
+               description="cases the judge could not score (left out of the three scores)"),
+        mean("personal_keypoints", "personal_hit", description="personalization key points: mean score / 2"),
+        mean("proactive_keypoints", "proactive_hit", description="proactivity key points: mean score / 2"),
+        ratio("valid_call_rate", "valid_calls", "n_calls", description="valid_calls / calls, pooled over episodes"),
+        ratio("tool_error_rate", "tool_errors", "n_calls",
+              description="tool_errors / calls: calls answered with an error"),
+        mean("mean_turns", "turns", scale=SCORE, ci=False, description="model calls per episode"),
+        mean("mean_nudges", "nudges", scale=SCORE, ci=False, description="format reminders per episode"),
+        mean("turn_cap", "at_turn_cap", ci=False, description="episodes stopped at the turn cap"),
+        mean("listed_tools_called", "listed_tools_called", ci=False,
+             description="tool-given: share of the listed tools called at least once"),
+    ),
+    grade=grade,
+    input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in COUNTS},
+                 "clean": pl.Boolean},
+    description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
+                "with the paper's GPT-4o numbers), with key-point and process measures",
+)

@@ -1,0 +1,263 @@
+"""ETAPP agent episodes: every turn one batched generate over all live episodes, then tools run.
+
+An episode is one sample (a case under one setting and method) with its own sandbox. It keeps
+two message lists: `chat`, what the model sees (rendered with its chat template), and `record`,
+the trajectory in upstream's saved format (what the judge reads and trajectories.parquet holds).
+Episodes end with a recorded reason, never an exception: finish, turn_cap, too_many_calls,
+too_long (the prompt no longer fits), token_budget (over max_tokens_per_call), engine_error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from . import agent_text as text
+from .cases import Case
+from .options import EtappConfig
+from inference.engines import Generation, Request
+
+FINISH, TURN_CAP, TOO_MANY_CALLS = "finish", "turn_cap", "too_many_calls"
+TOO_LONG, TOKEN_BUDGET, ENGINE_ERROR = "too_long", "token_budget", "engine_error"
+PLAN_TURN = 0
+"""E-ReAct's planning call: turn 0, not counted against the turn cap (as upstream)."""
+
+
+@dataclass
+class Episode:
+    sample_id: str
+    case: Case
+    setting: str
+    method: str
+    sandbox: Any
+    chat: list[dict[str, Any]]
+    tools: Optional[list[dict[str, Any]]]
+    """fc: the schemas given to the chat template; None for ReAct (they are in the prompt)."""
+    record: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """trajectories.parquet rows, one per record message."""
+    turn: int = 0
+    calls: int = 0
+    valid_calls: int = 0
+    tool_errors: int = 0
+    nudges: int = 0
+    called: list[str] = field(default_factory=list)
+    end_reason: Optional[str] = None
+    answer: Optional[str] = None
+    planned: bool = False
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def live(self) -> bool:
+        return self.end_reason is None
+
+    def add(self, message: dict[str, Any], **row: Any) -> None:
+        """Append a message to the record, and its trajectories row."""
+        self.record.append(message)
+        calls = message.get("tool_calls")
+        self.rows.append({"sample_id": self.sample_id, "case_id": self.case.case_id, "setting": self.setting,
+                          "method": self.method, "index": len(self.record) - 1, "turn": self.turn,
+                          "role": message["role"], "content": message["content"],
+                          "tool_calls": None if calls is None else json.dumps(calls, ensure_ascii=False),
+                          "tool_name": None, "arguments": None, "observation": None, "tool_error": None,
+                          "finish_reason": None, "prompt_tokens": None, "output_tokens": None, **row})
+
+    def end(self, reason: str, message: Optional[str] = None) -> None:
+        if message is not None:
+            self.add({"role": "assistant", "content": message, "tool_calls": []})
+        self.end_reason = reason
+
+
+@dataclass(frozen=True)
+class Rendered:
+    prompt: str
+    token_ids: tuple[int, ...]
+
+
+Render = Callable[[list[dict[str, Any]], Optional[list[dict[str, Any]]]], Rendered]
+"""(chat messages, tools or None) -> the prompt as the model's chat template renders it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_turns: int
+    max_new_tokens: int
+    max_model_len: int
+    max_calls_per_response: int
+    max_calls_per_case: int
+    max_tokens_per_call: int
+
+    @classmethod
+    def of(cls, options: EtappConfig, max_model_len: int) -> "Limits":
+        return cls(options.max_turns, options.max_new_tokens, max_model_len, options.max_calls_per_response,
+                   options.max_calls_per_case, options.max_tokens_per_call)
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The per-turn constraint: none, or the FC call / ReAct step grammar."""
+
+    constrained: bool
+    fc_schema: Optional[str] = None
+    react_regex: Optional[str] = None
+
+
+def run_turns(episodes: list[Episode], generate: Callable[[list[Request]], list[Generation]],
+              render: Render, limits: Limits, grammar: Grammar,
+              progress: Callable[[str], None] = lambda message: None) -> None:
+    """Drive the episodes to their end: E-ReAct plans first, then one batched generate per turn."""
+    planning = [e for e in episodes if e.live and e.method == "e_react" and not e.planned]
+    if planning:
+        progress(f"agent turn {PLAN_TURN} (e_react plan): {len(planning)} episodes")
+        _step(planning, generate, render, limits, grammar)
+    for turn in range(1, limits.max_turns + 1):
+        live = [e for e in episodes if e.live]
+        if not live:
+            return
+        for episode in live:
+            episode.turn = turn
+        progress(f"agent turn {turn}/{limits.max_turns}: {len(live)} live episodes")
+        _step(live, generate, render, limits, grammar)
+    for episode in episodes:  # a nudge on the last turn leaves nothing to answer it
+        if episode.live:
+            episode.end(TURN_CAP, text.ABORT_TURNS)
+
+
+def _step(episodes: list[Episode], generate: Callable[[list[Request]], list[Generation]], render: Render,
+          limits: Limits, grammar: Grammar) -> None:
+    asked = []
+    for episode in episodes:
+        request = _request(episode, render, limits, grammar)
+        if request is not None:
+            asked.append((episode, request))
+    for (episode, request), generation in zip(asked, generate([r for _, r in asked])):
+        absorb(episode, generation, len(request.prompt_token_ids), limits)
+
+
+def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar) -> Optional[Request]:
+    """The episode's next request, or None after ending it because its prompt no longer fits."""
+    rendered = render(episode.chat, episode.tools)
+    if len(rendered.token_ids) + limits.max_new_tokens > limits.max_model_len:
+        episode.end(TOO_LONG, text.ABORT_TOKENS)
+        return None
+    planning = episode.method == "e_react" and not episode.planned
+    schema = regex = None
+    if grammar.constrained and not planning:
+        if episode.method == "fc":
+            schema = grammar.fc_schema
+        else:
+            regex = grammar.react_regex
+    return Request(sample_id=f"{episode.sample_id}@{episode.turn}", prompt=rendered.prompt,
+                   prompt_token_ids=rendered.token_ids, schema_json=schema,
+                   call_format="hermes" if schema else None, max_calls=limits.max_calls_per_response,
+                   calls_optional=schema is not None, regex=regex)
+
+
+def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits: Limits) -> None:
+    """Act on one generation: record it, run its calls, nudge, or end the episode."""
+    episode.prompt_tokens += prompt_tokens
+    episode.output_tokens += generation.output_tokens or 0
+    if generation.finish_reason == "error" or generation.output is None:
+        episode.end(ENGINE_ERROR, generation.error or "the engine returned no output")
+        return
+    if prompt_tokens + (generation.output_tokens or 0) > limits.max_tokens_per_call:
+        episode.end(TOKEN_BUDGET, text.ABORT_TOKENS)  # upstream checks after generating, and discards it
+        return
+    usage = {"finish_reason": generation.finish_reason, "prompt_tokens": prompt_tokens,
+             "output_tokens": generation.output_tokens}
+    if episode.method == "e_react" and not episode.planned:
+        _plan(episode, generation.output, usage)
+    elif episode.method == "fc":
+        _fc(episode, generation.output, usage, limits)
+    else:
+        _react(episode, generation.output, usage, limits)
+
+
+def _plan(episode: Episode, output: str, usage: dict[str, Any]) -> None:
+    execute = text.e_react_execute_turn(episode.setting)
+    episode.add({"role": "assistant", "content": output, "tool_calls": []}, **usage)
+    episode.add({"role": "user", "content": execute})
+    episode.chat += [{"role": "assistant", "content": output}, {"role": "user", "content": execute}]
+    episode.planned = True
+
+
+def _fc(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) -> None:
+    calls = text.parse_fc_calls(output)
+    if calls is None:
+        episode.add({"role": "assistant", "content": output, "tool_calls": []}, **usage)
+        _nudge(episode, output, text.NUDGE_FC_FORMAT)
+        return
+    if not calls:
+        answer = output.strip()
+        episode.add({"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": answer}]},
+                    **usage)
+        episode.answer, episode.end_reason = answer, FINISH
+        return
+    recorded = [{"name": c["name"], "arguments": repr(c["arguments"])} for c in calls]
+    episode.add({"role": "assistant", "content": text.fc_text_before_calls(output), "tool_calls": recorded},
+                **usage)
+    episode.chat.append({"role": "assistant", "content": output})
+    if _over_call_limits(episode, len(calls), limits) or _at_cap(episode, limits):
+        return
+    for call in calls:
+        _execute(episode, call["name"], call["arguments"], repr(call["arguments"]), chat_role="tool")
+
+
+def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) -> None:
+    step = text.parse_react(output)
+    if not step.action:
+        episode.add({"role": "assistant", "content": output, "tool_calls": []}, **usage)
+        _nudge(episode, output, text.NUDGE_NO_ACTION)
+        return
+    if step.action.lower() == "finish":
+        answer = step.answer if step.answer is not None else step.action_input
+        episode.add({"role": "assistant", "content": step.thought,
+                     "tool_calls": [{"name": "finish", "arguments": answer}]}, **usage)
+        episode.answer, episode.end_reason = answer, FINISH
+        return
+    episode.add({"role": "assistant", "content": step.thought,
+                 "tool_calls": [{"name": step.action, "arguments": step.action_input}]}, **usage)
+    if _over_call_limits(episode, 1, limits) or _at_cap(episode, limits):
+        return
+    arguments = text.parse_arguments(step.action_input)
+    if arguments is None:
+        episode.calls += 1
+        nudge = text.NUDGE_BAD_INPUT_EREACT if episode.method == "e_react" else text.NUDGE_BAD_INPUT_REACT
+        _nudge(episode, output, nudge)
+        return
+    episode.chat.append({"role": "assistant", "content": output})
+    _execute(episode, step.action, arguments, step.action_input, chat_role="user")
+
+
+def _over_call_limits(episode: Episode, count: int, limits: Limits) -> bool:
+    if count > limits.max_calls_per_response or episode.calls + count > limits.max_calls_per_case:
+        episode.end(TOO_MANY_CALLS, text.ABORT_CALLS)
+        return True
+    return False
+
+
+def _at_cap(episode: Episode, limits: Limits) -> bool:
+    """The last turn's calls are recorded, not run (upstream)."""
+    if episode.turn >= limits.max_turns:
+        episode.end(TURN_CAP, text.ABORT_TURNS)
+        return True
+    return False
+
+
+def _nudge(episode: Episode, output: str, nudge: str) -> None:
+    episode.nudges += 1
+    episode.add({"role": "user", "content": nudge})
+    episode.chat += [{"role": "assistant", "content": output}, {"role": "user", "content": nudge}]
+
+
+def _execute(episode: Episode, name: str, arguments: Any, shown: str, chat_role: str) -> None:
+    observation = episode.sandbox.call(name, arguments, e_react=episode.method == "e_react")
+    episode.calls += 1
+    episode.valid_calls += not (observation.error and observation.text.startswith("invalid tool name"))
+    episode.tool_errors += observation.error
+    episode.called.append(name)
+    episode.add({"role": "tool", "content": observation.text}, tool_name=name, arguments=shown,
+                observation=observation.text, tool_error=observation.error)
+    episode.chat.append({"role": chat_role, "content": observation.text})

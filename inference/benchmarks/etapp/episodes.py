@@ -1,0 +1,95 @@
+"""Building ETAPP episodes (prompts, sandboxes) and rendering their chats with the model's template."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from . import agent_text as text
+from .agent import Episode, Rendered
+from .apps import SEARCH_TOOLS
+from .cases import Case, concrete_profile, read_profiles, read_toolkit, tool_domains
+from inference.prompts import template_has_system, template_has_tools
+from inference.toolcalls import tool_block
+
+TOOL_GIVEN, TOOL_RETRIEVAL = "tool_given", "tool_retrieval"
+
+
+@dataclass
+class Context:
+    """What every episode of a run reads: profiles, schemas, domains, the sandbox tables."""
+
+    root: Path
+    profiles: dict[str, dict[str, Any]]
+    toolkit: dict[str, dict[str, Any]]
+    domains: dict[str, Optional[str]]
+    data: Any
+    """inference.benchmarks.etapp.sandbox.SandboxData"""
+    concrete: dict[str, dict[str, Any]]
+
+    @classmethod
+    def load(cls, root: Path, travelplanner: Path) -> "Context":
+        from .sandbox import SandboxData
+
+        profiles = read_profiles(root)
+        return cls(root, profiles, read_toolkit(root), tool_domains(root), SandboxData.load(root, travelplanner),
+                   {user: concrete_profile(root, user) for user in profiles})
+
+
+def listed_schemas(case: Case, setting: str, toolkit: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The schemas the model is given: the case's tools (duplicates kept, as upstream), or only
+    the two search tools in the retrieval setting."""
+    names = case.available_tools if setting == TOOL_GIVEN else SEARCH_TOOLS
+    return [toolkit[name] for name in names]
+
+
+def new_episode(case: Case, setting: str, method: str, context: Context, sandbox: Any) -> Episode:
+    """An episode at its start: system prompt and query, in the chat and in the record."""
+    profile = context.profiles[case.user]
+    schemas = listed_schemas(case, setting, context.toolkit)
+    preferences = (text.preferences_for_tools(list(case.available_tools), context.concrete[case.user],
+                                              context.domains) if setting == TOOL_GIVEN else [])
+    status = text.status_for(profile, case.location, case.timestamp)
+    system = text.system_prompt(method, setting, profile, preferences, status, schemas)
+    # Upstream stores the ReAct system turn without its one-shot example (the model saw it).
+    stored = text.system_prompt(method, setting, profile, preferences, status, schemas, with_example=False)
+    episode = Episode(sample_id=f"{setting}/{method}/{case.case_id}", case=case, setting=setting, method=method,
+                      sandbox=sandbox, chat=[{"role": "system", "content": system}, {"role": "user", "content": case.query}],
+                      tools=schemas if method == "fc" else None)
+    episode.add({"role": "system", "content": stored})
+    episode.add({"role": "user", "content": case.query})
+    return episode
+
+
+def new_sandbox(case: Case, setting: str, state: str, context: Context) -> Any:
+    from .sandbox import Sandbox
+
+    return Sandbox(context.data, case.user, case.timestamp, state="app" if state == "app" else "tool",
+                   retrieval=setting == TOOL_RETRIEVAL)
+
+
+def template_renderer(tokenizer: Any) -> Callable[[list[dict[str, Any]], Optional[list[dict[str, Any]]]], Rendered]:
+    """Render a chat with the model's own template; tools go to `tools=`, or, for a template
+    that ignores them, into a tool block in the system turn (as for the single-call benchmarks)."""
+    fold = not template_has_system(tokenizer)
+    native_tools = template_has_tools(tokenizer)
+
+    def render(chat: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> Rendered:
+        messages = [dict(m) for m in chat]
+        if tools is not None and not native_tools:
+            messages[0]["content"] = f"{messages[0]['content']}\n\n{tool_block(tools)}"
+        if fold and messages[0]["role"] == "system":
+            system = messages.pop(0)["content"]
+            messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
+        prompt = tokenizer.apply_chat_template(messages, tools=tools if native_tools else None, tokenize=False,
+                                               add_generation_prompt=True)
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        return Rendered(prompt, tuple(ids))
+
+    return render
+
+
+def no_render(chat: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> Rendered:
+    """A scripted agent needs no prompt."""
+    return Rendered("", ())

@@ -1,0 +1,51 @@
+"""Weather (spec section 1.8): today's and a future day's forecast for the 7 cities."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from inference.benchmarks.etapp.sandbox.core import DATE_FORMAT, Env
+
+
+class WeatherData:
+    """Upstream's WeatherData class: same method and parameter names, so Python words the errors.
+
+    Upstream's get_future_weather deletes the hourly list from its in-memory data; instead of copying
+    the whole weather file per instance, this instance records which (city, date) lost its hours."""
+
+    TOOLS = ("get_today_weather", "get_future_weather")
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+        self._weather = env.data.weather
+        self._hours_removed: set[tuple[str, str]] = set()
+
+    def _day(self, location: str, date: str) -> dict:
+        # Without "hour", as upstream's `del`; a second removal raises KeyError('hour'), as upstream.
+        if (location, date) in self._hours_removed:
+            raise KeyError("hour")
+        day = self._weather[location][date]["forecast"]["forecastday"][0]
+        return {key: value for key, value in day.items() if key != "hour"}
+
+    def get_today_weather(self, location):
+        if location not in self._weather:
+            return {"status": "error", "message": "Location not found"}
+        today = self._env.clock.date
+        if today not in self._weather[location]:
+            return {"status": "error", "message": "Time not found for the given location"}
+        return {"status": "success", "data": self._day(location, today)}
+
+    def get_future_weather(self, location, start_time, end_time):
+        start = datetime.strptime(start_time, DATE_FORMAT)
+        if location not in self._weather:
+            return {"status": "error", "message": "Location not found"}
+        first = start.strftime(DATE_FORMAT)
+        if first not in self._weather[location]:
+            return {"status": "error", "message": "start_Time not found for the given location"}
+        end = datetime.strptime(end_time, DATE_FORMAT)
+        if end < start:
+            return None  # upstream's loop never runs and the method returns nothing: null
+        # Upstream returns inside its loop over the range: only the start date, whatever the end.
+        found = self._day(location, first)
+        self._hours_removed.add((location, first))
+        return {"status": "success", "data": [found]}

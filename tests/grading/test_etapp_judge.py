@@ -1,0 +1,407 @@
+"""ETAPP's judge (schema, prompt, trajectory rendering, answer reading) and its scorer, graded
+and summarized by the real grading pipeline."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import polars as pl
+import pytest
+
+from grading.etapp_judge import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, judge_prompt, judge_schema,
+                                 judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
+from grading.errors import GradingError
+from grading.grades import grade
+from grading.metrics import summarize
+from grading.report import write_samples
+from grading.scoring import get_scorer
+from tests.conftest import SHARED_DATA
+
+PERSONAL = ["Use the user's favourite genre.", "Mention the gym schedule.", "Use the user's favourite genre."]
+PROACTIVE = ["Check the weather first.", "Offer to set an alarm."]
+
+
+@pytest.fixture(scope="session")
+def etapp_dir() -> Path:
+    """The real ETAPP folder; tests that need it skip, saying so, where it is absent."""
+    folder = SHARED_DATA / "etapp"
+    if not (folder / "SOURCE.md").is_file():
+        pytest.skip(f"etapp data absent: {folder} not found (it lives in ../shared/data)")
+    return folder
+
+
+def _instruction(folder: Path, index: int) -> dict:
+    return json.loads((folder / "data" / "instruction" / "instruction.json").read_text(encoding="utf-8"))[index]
+
+
+def _filled(personal=PERSONAL, proactive=PROACTIVE, finals=(4, 3, 2), point=2) -> dict:
+    """A judge answer filling every key of the template."""
+    unique_personal, unique_proactive = keypoints(personal, proactive)
+    points = {"Procedure": PROCEDURE_KEYS, "Personalization": unique_personal, "Proactivity": unique_proactive}
+    return {dim: {f"Keypoints for {dim}": {p: {"analysis": "ok", "score": point} for p in points[dim]},
+                  "Final Assessment": {ANALYSIS_KEY[dim]: "overall", "score": final}}
+            for dim, final in zip(points, finals)}
+
+
+def _keys(node: dict) -> list:
+    """The nested key layout of a template (dicts only), for comparing with the schema's."""
+    return [(k, _keys(v)) for k, v in node.items() if isinstance(v, dict)]
+
+
+def _schema_keys(schema: dict) -> list:
+    return [(k, _schema_keys(v)) for k, v in schema.get("properties", {}).items() if v.get("type") == "object"]
+
+
+# ----------------------------------------------------------------------------------------- schema
+
+
+@pytest.mark.shared_data
+def test_schema_of_instruction_18_has_five_proactive_keys_in_order(etapp_dir):
+    """Instruction 18 repeats a proactive key point: 6 listed, 5 keys, first appearance kept."""
+    case = _instruction(etapp_dir, 18)
+    schema = judge_schema(case["keypoint for personal"], case["keypoint for proactive"], 600)
+    assert list(schema["properties"]) == ["Procedure", "Personalization", "Proactivity"]
+    proactive = schema["properties"]["Proactivity"]["properties"]["Keypoints for Proactivity"]
+    assert len(case["keypoint for proactive"]) == 6
+    assert list(proactive["properties"]) == list(dict.fromkeys(case["keypoint for proactive"]))
+    assert len(proactive["properties"]) == 5 and proactive["required"] == list(proactive["properties"])
+    procedure = schema["properties"]["Procedure"]["properties"]
+    assert list(procedure) == ["Keypoints for Procedure", "Final Assessment"]
+    assert list(procedure["Keypoints for Procedure"]["properties"]) == list(PROCEDURE_KEYS)
+
+
+def _objects(schema: dict):
+    yield schema
+    for child in schema.get("properties", {}).values():
+        if child.get("type") == "object":
+            yield from _objects(child)
+
+
+def test_schema_is_closed_required_and_typed():
+    schema = judge_schema(PERSONAL, PROACTIVE, 300)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for node in _objects(schema):
+        assert node["additionalProperties"] is False and node["required"] == list(node["properties"])
+    final = schema["properties"]["Procedure"]["properties"]["Final Assessment"]["properties"]
+    assert list(final) == ["anlysis", "score"], "analysis before score, upstream's spelling"
+    assert final["score"] == {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
+    assert final["anlysis"] == {"type": "string", "maxLength": 300}
+    point = schema["properties"]["Personalization"]["properties"]["Keypoints for Personalization"]
+    assert list(point["properties"]) == PERSONAL[:2], "the duplicate collapsed"
+    assert point["properties"][PERSONAL[0]]["properties"]["score"]["enum"] == [0, 1, 2]
+    finals = [schema["properties"][d]["properties"]["Final Assessment"]["properties"] for d in ANALYSIS_KEY]
+    assert [list(f)[0] for f in finals] == ["anlysis", "analysis", "Analysis"]
+
+
+def test_a_filled_answer_validates_and_bad_ones_do_not():
+    validator = jsonschema.Draft202012Validator(judge_schema(PERSONAL, PROACTIVE, 600))
+    assert list(validator.iter_errors(_filled())) == []
+    assert list(validator.iter_errors(_filled(point=3))), "a key-point score above 2"
+    extra = _filled()
+    extra["Proactivity"]["Keypoints for Proactivity"]["Invented point"] = {"analysis": "", "score": 1}
+    assert list(validator.iter_errors(extra)), "a key point the template lacks"
+    long = _filled()
+    long["Procedure"]["Final Assessment"]["anlysis"] = "x" * 601
+    assert list(validator.iter_errors(long)), "an analysis over the cap"
+
+
+@pytest.mark.parametrize("chars", [0, -5, 2.5, True, "600"])
+def test_schema_rejects_a_bad_analysis_cap(chars):
+    with pytest.raises(GradingError, match="analysis_chars must be a positive integer"):
+        judge_schema(PERSONAL, PROACTIVE, chars)
+
+
+def test_template_has_the_schemas_keys():
+    assert _keys(judge_template(PERSONAL, PROACTIVE)) == _schema_keys(judge_schema(PERSONAL, PROACTIVE, 600))
+
+
+# ----------------------------------------------------------------------------------------- prompt
+
+
+def test_prompt_puts_skeleton_then_query_profile_solution_then_instructions():
+    profile = {"DemographicData": {"Name": "Ana"}}
+    prefs = [{"Music": "jazz"}]
+    prompt = judge_prompt("Play something.", profile, prefs, "<TRAJECTORY>", PERSONAL, PROACTIVE)
+    skeleton = json.dumps(judge_template(PERSONAL, PROACTIVE), indent=4)
+    profile_block = json.dumps(profile) + "\n" + repr(prefs)
+    parts = (skeleton, "Play something.", profile_block, "<TRAJECTORY>", "counts as an invalid call")
+    places = [prompt.index(s) for s in parts]
+    assert places == sorted(places)
+    assert prompt.count(PERSONAL[0]) == 1, "key points reach the judge only as skeleton keys"
+    assert "```json" in prompt[places[-1]:]
+
+
+@pytest.mark.shared_data
+def test_prompt_for_instruction_18_lists_each_key_point_once(etapp_dir):
+    case = _instruction(etapp_dir, 18)
+    profiles = json.loads((etapp_dir / "profile" / "profiles.json").read_text(encoding="utf-8"))
+    prompt = judge_prompt(case["query"], profiles["John Doe"], [], "", case["keypoint for personal"],
+                          case["keypoint for proactive"])
+    repeated = case["keypoint for proactive"][0]
+    assert prompt.count(json.dumps(repeated)) == 1
+    assert all(json.dumps(k) in prompt for k in PROCEDURE_KEYS)
+
+
+# ------------------------------------------------------------------------------------- trajectory
+
+SYSTEM = {"role": "system", "content": "You are a personal assistant."}
+QUERY = {"role": "user", "content": "What's the weather?"}
+WEATHER = {"role": "tool", "content": '{"temp_c": 21}'}
+
+
+def _call(name, arguments, content=""):
+    return {"role": "assistant", "content": content, "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def _lines(*messages) -> str:
+    return "\n".join(str(m) for m in messages)
+
+
+FC = [SYSTEM, QUERY, _call("get_today_weather", '{"location": "Paris"}'), WEATHER, _call("finish", "Sunny, 21C.")]
+REACT = [SYSTEM, QUERY, _call("get_today_weather", "{'location': 'Paris'}", "I should check the weather"),
+         {"role": "assistant", "content": "Action: weather(", "tool_calls": []},
+         {"role": "user", "content": "Your output format does not match."}, WEATHER,
+         _call("finish", "Sunny, 21C.", "I now know the final answer")]
+E_REACT = [SYSTEM, QUERY, {"role": "assistant", "content": "{plan}", "tool_calls": []},
+           {"role": "user", "content": "Now execute the plan."}, *REACT[2:]]
+
+# What the judge sees of REACT (and of E_REACT, whose first four messages are dropped).
+REACT_SEEN = _lines(REACT[2], {"role": "assistant", "content": "Action: weather(", "tool_calls": None}, REACT[4],
+                    WEATHER, {"role": "assistant", "content": "I now know the final answer\nSunny, 21C.",
+                              "tool_calls": None})
+
+RENDER_CASES = [
+    ("fc", FC, "fc",
+     _lines(FC[2], WEATHER, {"role": "assistant", "content": "\nSunny, 21C.", "tool_calls": None}),
+     "system and query dropped; the FC final reads '\\n<answer>'"),
+    ("react", REACT, "react", REACT_SEEN,
+     "an empty tool_calls becomes None; the ReAct final joins thought and answer"),
+    ("e_react", E_REACT, "e_react", REACT_SEEN, "E-ReAct also drops its plan turn and execution prompt"),
+    ("dict_finish", [SYSTEM, QUERY, {"role": "assistant", "content": "Done",
+                                     "tool_calls": {"name": "finish", "arguments": "ok"}}], "fc",
+     _lines({"role": "assistant", "content": "Done\nok", "tool_calls": None}), "a single finish dict is folded too"),
+    ("finish_is_case_sensitive", [SYSTEM, QUERY, _call("Finish", "ok")], "fc", _lines(_call("Finish", "ok")),
+     "only a call named exactly 'finish' is the answer"),
+    ("no_tool_calls_key", [SYSTEM, QUERY, {"role": "assistant", "content": "Cannot solve this task."}], "fc",
+     _lines({"role": "assistant", "content": "Cannot solve this task."}), "kept as is"),
+]
+
+
+@pytest.mark.parametrize("messages,method,expected,why", [c[1:] for c in RENDER_CASES],
+                         ids=[c[0] for c in RENDER_CASES])
+def test_render_trajectory(messages, method, expected, why):
+    before = copy.deepcopy(messages)
+    assert render_trajectory(messages, method) == expected, why
+    assert messages == before, "the caller's messages are left as they were"
+
+
+def test_render_finals_read_as_the_spec_says():
+    assert "'content': 'I now know the final answer\\nSunny, 21C.'" in render_trajectory(REACT, "react")
+    assert "'content': '\\nSunny, 21C.'" in render_trajectory(FC, "fc")
+
+
+def test_render_rejects_an_unknown_method_and_a_non_finish_dict():
+    with pytest.raises(GradingError, match=r"method must be one of \['fc', 'react', 'e_react'\], got 'e-react'"):
+        render_trajectory(FC, "e-react")
+    with pytest.raises(GradingError, match="must be the 'finish' call"):
+        render_trajectory([SYSTEM, QUERY, {"role": "assistant", "content": "",
+                                           "tool_calls": {"name": "search", "arguments": "{}"}}], "fc")
+
+
+# ---------------------------------------------------------------------------------------- parsing
+
+
+def _text(answer: dict, fenced: bool = True) -> str:
+    body = json.dumps(answer, indent=2)
+    return f"Here is my grading.\n```json\n{body}\n```\nThanks." if fenced else body
+
+
+def _with(path: tuple, value) -> dict:
+    answer = _filled()
+    node = answer
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return answer
+
+
+def _without(path: tuple) -> dict:
+    answer = _filled()
+    node = answer
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    return answer
+
+
+PARSE_OK = [
+    ("fenced", _text(_filled()), (4, 3, 2), "a ```json block amid prose"),
+    ("bare", _text(_filled(), fenced=False), (4, 3, 2), "guided decoding gives bare JSON"),
+    ("string_score", _text(_with(("Procedure", "Final Assessment", "score"), "5")), (5, 3, 2),
+     "upstream int()s the score"),
+    ("float_score", _text(_with(("Proactivity", "Final Assessment", "score"), 4.0)), (4, 3, 4),
+     "an integer-valued float"),
+    ("other_analysis_spelling", _text(_without(("Procedure", "Final Assessment", "anlysis"))), (4, 3, 2),
+     "only scores are read, as upstream"),
+]
+
+
+@pytest.mark.parametrize("text,finals,why", [c[1:] for c in PARSE_OK], ids=[c[0] for c in PARSE_OK])
+def test_parse_reads_the_scores(text, finals, why):
+    got = parse_judgement(text, PERSONAL, PROACTIVE)
+    assert isinstance(got, Judgement), got
+    assert (got.procedure, got.personalization, got.proactivity) == finals, why
+
+
+def test_parse_keeps_the_key_point_scores():
+    answer = _with(("Personalization", "Keypoints for Personalization", PERSONAL[1], "score"), "1")
+    got = parse_judgement(_text(answer), PERSONAL, PROACTIVE)
+    assert got.keypoint_scores() == {"personal": {PERSONAL[0]: 2, PERSONAL[1]: 1},
+                                     "proactive": {p: 2 for p in PROACTIVE},
+                                     "procedure": {p: 2 for p in PROCEDURE_KEYS}}
+
+
+PARSE_BAD = [
+    ("half_score", _text(_with(("Procedure", "Final Assessment", "score"), "4.5")),
+     "judge score at 'Procedure' > 'Final Assessment' > 'score' must be an integer from 0 to 5, got '4.5'",
+     "'4.5' crashed upstream; here it is an unreadable answer"),
+    ("above_five", _text(_with(("Personalization", "Final Assessment", "score"), 6)),
+     "'Personalization' > 'Final Assessment' > 'score' must be an integer from 0 to 5, got 6", "out of range"),
+    ("key_point_above_two", _text(_with(("Proactivity", "Keypoints for Proactivity", PROACTIVE[0], "score"), 3)),
+     f"'Keypoints for Proactivity' > {PROACTIVE[0]!r} > 'score' must be an integer from 0 to 2, got 3",
+     "key points score 0-2"),
+    ("negative", _text(_with(("Procedure", "Final Assessment", "score"), -1)), "from 0 to 5, got -1", "out of range"),
+    ("boolean", _text(_with(("Procedure", "Final Assessment", "score"), True)), "from 0 to 5, got True",
+     "a boolean is no score"),
+    ("missing_final", _text(_without(("Proactivity", "Final Assessment"))),
+     "judge answer lacks 'Proactivity' > 'Final Assessment'", "the key is named"),
+    ("missing_key_point", _text(_without(("Personalization", "Keypoints for Personalization", PERSONAL[1]))),
+     f"judge answer lacks 'Personalization' > 'Keypoints for Personalization' > {PERSONAL[1]!r}",
+     "every key point must be scored"),
+    ("missing_procedure_point", _text(_without(("Procedure", "Keypoints for Procedure", "Call the tool accurate"))),
+     "lacks 'Procedure' > 'Keypoints for Procedure' > 'Call the tool accurate'", "upstream's spelling"),
+    ("not_an_object", _text(_with(("Procedure", "Final Assessment"), 4)),
+     "judge answer at 'Procedure' > 'Final Assessment' must be an object, got 4", "a bare score"),
+    ("not_json", "I think the answer is good. Score: 4", "judge answer is not JSON", "prose only"),
+    ("broken_fence", "```json\n{\"Procedure\": \n```", "judge answer is not JSON", "a cut-off answer"),
+    ("top_level_list", "[1, 2]", "judge answer at the top must be an object", "not the template"),
+]
+
+
+@pytest.mark.parametrize("text,message,why", [c[1:] for c in PARSE_BAD], ids=[c[0] for c in PARSE_BAD])
+def test_parse_says_what_is_wrong(text, message, why):
+    got = parse_judgement(text, PERSONAL, PROACTIVE)
+    assert isinstance(got, str), why
+    assert message in got, got
+
+
+# ------------------------------------------------------------------------------------ preferences
+
+TOOL_DOMAIN = {"get_today_weather": None, "view_today_alarms": "calendar", "view_today_events_in_calendar": "calendar",
+               "get_current_health_and_mood_status": "health", "play_music": "music", "search_tools": None,
+               "send_email": "email"}
+PROFILE = {d: {"domain": d} for d in ("calendar", "email", "health", "music", "shopping")}
+
+
+def test_preferences_follow_listed_then_called_tools_once_each():
+    got = preferences_for(["get_today_weather", "view_today_alarms", "get_current_health_and_mood_status",
+                           "view_today_events_in_calendar"],
+                          ["play_music", "view_today_alarms", "no_such_tool", "search_tools", "send_email"],
+                          PROFILE, TOOL_DOMAIN)
+    assert [p["domain"] for p in got] == ["calendar", "health", "music", "email"]
+    assert preferences_for(["get_today_weather"], [], PROFILE, TOOL_DOMAIN) == []
+
+
+def test_preferences_name_a_domain_the_profile_lacks():
+    with pytest.raises(GradingError, match=r"no domains \['navigation'\]"):
+        preferences_for(["find_accommodations"], [], PROFILE, {"find_accommodations": "navigation"})
+
+
+# ---------------------------------------------------------------------------------------- scorer
+
+SCORER = get_scorer("etapp_judge")
+
+
+def _case(sample_id, setting, finals, points, counts, end, listed, called, error=None, clean=True) -> dict:
+    """One ETAPP sample row; `finals` (procedure, personalization, proactivity) or None (judge failed);
+    `counts` (turns, calls, valid_calls, tool_errors, nudges)."""
+    finals = finals or (None, None, None)
+    return {"sample_id": sample_id, "setting": setting, "output": "answer", "failure": None, "scorer": "etapp_judge",
+            **{f"judge_{d}": v for d, v in zip(("procedure", "personalization", "proactivity"), finals)},
+            "judge_keypoints": None if points is None else json.dumps(points), "judge_error": error,
+            **dict(zip(("turns", "n_calls", "valid_calls", "tool_errors", "nudges"), counts)),
+            "end_reason": end, "listed_tools": json.dumps(listed), "called_tools": json.dumps(called), "clean": clean}
+
+
+def _points(personal, proactive):
+    return {"personal": dict(enumerate(personal)), "proactive": dict(enumerate(proactive)),
+            "procedure": {k: 2 for k in PROCEDURE_KEYS}}
+
+
+TABLE = pl.DataFrame([
+    _case("tg-0", "tool_given/fc", (4, 3, 2), _points([2, 1], [0, 2]), (3, 4, 3, 1, 0), "finish",
+          ["t1", "t2", "t1"], ["t1", "t3"]),
+    _case("tg-1", "tool_given/fc", (2, 5, 4), _points([2, 2], [2, 2]), (5, 2, 2, 0, 2), "turn_cap", ["t1"], ["t1"]),
+    _case("tg-2", "tool_given/fc", None, None, (1, 0, 0, 0, 1), "engine_error", ["t2"], [],
+          error="judge answer is not JSON", clean=False),
+    _case("r-0", "retrieval/fc", (3, 3, 3), _points([1], [1, 1]), (4, 2, 1, 1, 0), "finish",
+          ["search_tools", "get_tool_doc"], ["search_tools"]),
+], schema_overrides={f"judge_{d}": pl.Int64 for d in ("procedure", "personalization", "proactivity")})
+
+
+def _metrics(table: pl.DataFrame, setting: str) -> dict:
+    return summarize(grade(table)).filter(setting=setting, parser="judge").row(0, named=True)
+
+
+def test_scorer_grades_each_case():
+    graded = grade(TABLE)
+    rows = {r["sample_id"]: r for r in graded.iter_rows(named=True)}
+    assert (rows["tg-0"]["judge_personal_hit"], rows["tg-0"]["judge_proactive_hit"]) == (0.75, 0.5)
+    assert rows["tg-0"]["judge_listed_tools_called"] == 0.5, "a listed tool counts once"
+    failed = rows["tg-2"]
+    assert (failed["judge_judged"], failed["judge_procedure_score"], failed["judge_personal_hit"]) == \
+        (False, None, None)
+    assert rows["tg-0"]["judge_procedure_score"] == 4.0 and rows["tg-0"]["judge_procedure"] == 4, "input kept"
+    assert failed["judge_listed_tools_called"] == 0.0 and failed["judge_turns"] == 1, "process facts remain"
+    assert rows["r-0"]["judge_listed_tools_called"] is None, "retrieval lists only the search tools"
+    assert rows["tg-1"]["judge_at_turn_cap"] is True
+
+
+def test_summary_excludes_failed_judgements_from_the_scores():
+    got = _metrics(TABLE, "tool_given/fc")
+    expected = {"n": 3, "procedure": 3.0, "personalization": 4.0, "proactivity": 3.0, "judge_failed": 1 / 3,
+                "personal_keypoints": 0.875, "proactive_keypoints": 0.75, "valid_call_rate": 5 / 6,
+                "tool_error_rate": 1 / 6, "mean_turns": 3.0, "mean_nudges": 1.0, "turn_cap": 1 / 3,
+                "listed_tools_called": 0.5}
+    assert {k: got[k] for k in expected} == pytest.approx(expected)
+    pooled = _metrics(TABLE, "all")
+    assert (pooled["n"], pooled["procedure"], pooled["judge_failed"]) == (4, 3.0, 0.25)
+    assert pooled["listed_tools_called"] == pytest.approx(0.5), "retrieval rows have no share"
+    assert _metrics(TABLE, "retrieval/fc")["listed_tools_called"] is None
+
+
+def test_scorer_declares_personalization_headline_and_score_scales():
+    metrics = {m.name: m for m in SCORER.metrics}
+    assert [m.name for m in SCORER.metrics if m.headline] == ["personalization"]
+    assert {n for n, m in metrics.items() if m.scale == "score"} == {
+        "procedure", "personalization", "proactivity", "mean_turns", "mean_nudges"}
+    assert SCORER.readings == ("judge",)
+
+
+def test_regrading_the_written_table_gives_the_same_grades(tmp_path):
+    """samples.parquet keeps the scores and counts as integers (the scorer types those inputs)."""
+    graded = grade(TABLE)
+    path = write_samples(graded, tmp_path)
+    reread = pl.read_parquet(path)
+    assert reread["judge_procedure"].dtype == pl.Int64 and reread["clean"].dtype == pl.Boolean
+    assert summarize(grade(reread)).equals(summarize(graded))
+
+
+def test_a_corrupt_count_names_the_sample_and_column():
+    bad = TABLE.with_columns(pl.when(pl.col("sample_id") == "tg-0").then(pl.lit("three"))
+                             .otherwise(pl.col("turns").cast(pl.String)).alias("turns"))
+    with pytest.raises(GradingError, match="sample 'tg-0': column 'turns' must hold an integer or null, got 'three'"):
+        grade(bad)

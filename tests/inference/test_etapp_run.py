@@ -1,0 +1,186 @@
+"""ETAPP runs without a model: a scripted agent (engine=script) through the real sandbox, the
+loop's limits and nudges, the Parquet files, upstream import, and bad inputs caught before any
+model loads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.shared_data
+JAMES_ALARMS = ('{"status": "success", "data": [{"id": 2024090612399, "alarm_time": "2024-09-06 06:30:00", '
+                '"message": "Wake up and prepare for the day."}]}')
+
+
+def toolsweep(run_dir: Path, data: Path, overrides: list[str], script: list[dict] | None = None,
+              command: str = "inference.cli") -> subprocess.CompletedProcess:
+    args = [f"hydra.run.dir={run_dir}", "dataset=etapp", f"dataset.path={data}"]
+    if script is not None:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        path = run_dir.parent / f"{run_dir.name}-script.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in script), encoding="utf-8")
+        args += ["engine=script", f"engine.script={path}"]
+    return subprocess.run([sys.executable, "-m", command, *args, *overrides], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+
+
+def one_case(user: str, instruction: int, method: str = "fc", setting: str = "tool_given") -> list[str]:
+    return [f"etapp.users=[{user}]", f"etapp.instructions=[{instruction}]", f"etapp.methods=[{method}]",
+            f"dataset.settings=[{setting}]", "judge.enabled=false"]
+
+
+def messages(run_dir: Path) -> list[dict]:
+    return pl.read_parquet(run_dir / "trajectories.parquet").sort("sample_id", "index").to_dicts()
+
+
+def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts(tmp_path, etapp_data):
+    sid = "tool_given/fc/James_Harrington-1"
+    script = [{"sample_id": sid, "turn": 1, "calls": [
+                  {"name": "get_today_weather", "arguments": {"location": "San Francisco"}},
+                  {"name": "view_today_events_in_calendar", "arguments": {}},
+                  {"name": "view_today_alarms", "arguments": {}}]},
+              {"sample_id": sid, "turn": 2, "answer": "Mild and dry in San Francisco today."}]
+    done = toolsweep(tmp_path / "run", etapp_data, one_case("James_Harrington", 1), script)
+    assert done.returncode == 0, done.stderr
+    rows = messages(tmp_path / "run")
+    assert [r["role"] for r in rows] == ["system", "user", "assistant", "tool", "tool", "tool", "assistant"]
+    assert rows[1]["content"] == "What's the weather like today?"
+    assert json.loads(rows[2]["tool_calls"]) == [
+        {"name": "get_today_weather", "arguments": "{'location': 'San Francisco'}"},
+        {"name": "view_today_events_in_calendar", "arguments": "{}"},
+        {"name": "view_today_alarms", "arguments": "{}"}]
+    weather, events, alarms = (rows[i]["observation"] for i in (3, 4, 5))
+    assert weather.startswith('{"status": "success", "data": {"date": "2024-09-06", "date_epoch": ')
+    assert '"hour"' not in weather, "today's weather drops the hourly rows"
+    today = json.loads(events)["data"]
+    assert today and all(e["start_time"].startswith("2024-09-06") for e in today)
+    assert alarms == JAMES_ALARMS
+    assert [r["turn"] for r in rows] == [0, 0, 1, 1, 1, 1, 2]
+    assert json.loads(rows[6]["tool_calls"]) == [{"name": "finish", "arguments": "Mild and dry in San Francisco today."}]
+    sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
+    assert (sample["turns"], sample["n_calls"], sample["valid_calls"], sample["tool_errors"], sample["nudges"],
+            sample["end_reason"]) == (2, 3, 3, 0, 0, "finish")
+    assert sample["output"] == "Mild and dry in San Francisco today." and sample["clean"] is True
+    assert sample["judge_listed_tools_called"] == 1.0
+
+
+def test_react_error_paths_nudges_and_the_turn_cap(tmp_path, etapp_data):
+    sid = "tool_given/react/John_Doe-8"
+    script = [{"sample_id": sid, "turn": 1, "calls": [{"name": "open_the_pod_bay_doors", "arguments": {}}]},
+              {"sample_id": sid, "turn": 2, "calls": [{"name": "get_home_temperature_and_humidity",
+                                                       "arguments": {"at_time": "2024-09-08 17:45"}}]},
+              {"sample_id": sid, "turn": 3, "calls": [{"name": "control_light_in_home", "arguments": {"action": "on"}}]},
+              {"sample_id": sid, "turn": 4, "output": "Thought: t\nAction: control_light_in_home\n"
+                                                       'Action Input: {"action": "on", "on": true}'},
+              {"sample_id": sid, "turn": 5, "output": "I think the lights are fine."},
+              {"sample_id": sid, "turn": 6, "calls": [{"name": "get_home_temperature_and_humidity",
+                                                       "arguments": {"at_time": "2024-09-08 17:45:00"}}]}]
+    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("John_Doe", 8, "react"), "etapp.max_turns=6"], script)
+    assert done.returncode == 0, done.stderr
+    rows = messages(tmp_path / "run")
+    tools = [r for r in rows if r["role"] == "tool"]
+    assert tools[0]["observation"] == "invalid tool name open_the_pod_bay_doors."
+    assert tools[1]["observation"] == "time data '2024-09-08 17:45' does not match format '%Y-%m-%d %H:%M:%S'" \
+        or "does not match format" in tools[1]["observation"]
+    assert "missing 1 required positional argument: 'location'" in tools[2]["observation"]
+    nudges = [r for r in rows if r["role"] == "user"][1:]
+    assert len(nudges) == 2, "JSON true fails the Python-literal reading; no action gets its own nudge"
+    assert rows[-1]["content"] == "Cannot solve this task due to trying too many times."
+    assert rows[-2]["role"] == "assistant" and "get_home_temperature_and_humidity" in rows[-2]["tool_calls"], \
+        "the last turn's call is recorded, not run"
+    sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
+    assert (sample["end_reason"], sample["turns"], sample["nudges"], sample["tool_errors"]) == ("turn_cap", 6, 2, 3)
+
+
+def test_too_many_calls_in_one_response_ends_the_case(tmp_path, etapp_data):
+    sid = "tool_given/fc/John_Doe-1"
+    calls = [{"name": "view_today_alarms", "arguments": {}}] * 3
+    done = toolsweep(tmp_path / "run", etapp_data,
+                     [*one_case("John_Doe", 1), "etapp.max_calls_per_response=2"],
+                     [{"sample_id": sid, "turn": 1, "calls": calls}])
+    assert done.returncode == 0, done.stderr
+    rows = messages(tmp_path / "run")
+    assert rows[-1]["content"] == "Cannot solve this task due to calling superabundant tools."
+    assert not any(r["role"] == "tool" for r in rows)
+
+
+def test_per_tool_state_by_default_and_app_state_on_request(tmp_path, etapp_data):
+    """Upstream's tools each keep their own tables: an added event is not in the day's view."""
+    sid = "tool_given/fc/John_Doe-15"
+    event = {"title": "Dentist", "description": "check-up", "start_time": "2024-09-06 23:00:00",
+             "end_time": "2024-09-06 23:30:00"}
+    script = [{"sample_id": sid, "turn": 1, "calls": [{"name": "add_event_in_calendar", "arguments": event}]},
+              {"sample_id": sid, "turn": 2, "calls": [{"name": "view_events_in_calendar_by_providing_time_range",
+                                                       "arguments": {"start_time": "2024-09-06",
+                                                                     "end_time": "2024-09-06"}}]}]
+    seen = {}
+    for state in ("tool", "app"):
+        done = toolsweep(tmp_path / state, etapp_data, [*one_case("John_Doe", 15), f"etapp.state={state}"], script)
+        assert done.returncode == 0, done.stderr
+        tools = [r["observation"] for r in messages(tmp_path / state) if r["role"] == "tool"]
+        assert tools[0] == '{"status": "success", "message": "Event added successfully."}'
+        seen[state] = "Dentist" in tools[1]
+    assert seen == {"tool": False, "app": True}
+
+
+def test_upstream_trajectories_are_imported(tmp_path, etapp_data):
+    folder = tmp_path / "upstream"
+    folder.mkdir()
+    entries = json.loads((etapp_data / "data/instruction/instruction.json").read_text())
+    entries[7]["output"] = [
+        {"role": "system", "content": "S"}, {"role": "user", "content": entries[7]["query"]},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "get_today_emails_until_now", "arguments": "{}"}]},
+        {"role": "tool", "content": '{"status": "success", "data": []}'},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": "No new mail."}]}]
+    (folder / "John_Doe_instruction.json").write_text(json.dumps(entries))
+    done = toolsweep(tmp_path / "run", etapp_data,
+                     [*one_case("John_Doe", 7), f"etapp.upstream={folder}"])
+    assert done.returncode == 0, done.stderr
+    sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
+    assert (sample["output"], sample["n_calls"], sample["end_reason"]) == ("No new mail.", 1, "finish")
+
+
+def _copy(etapp_data: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "etapp"
+    shutil.copytree(etapp_data, target)
+    (tmp_path / "travelplanner").symlink_to(etapp_data.parent / "travelplanner", target_is_directory=True)
+    return target
+
+
+def test_bad_inputs_fail_before_any_model_loads(tmp_path, etapp_data):
+    data = _copy(etapp_data, tmp_path)
+    (data / "database/Calendar/events/events_John_Doe.csv").unlink()
+    records = json.loads((data / "data/instruction/instruction.json").read_text())
+    records[3]["available_tools_name"].append("teleport_user")
+    (data / "data/instruction/instruction.json").write_text(json.dumps(records))
+    done = toolsweep(tmp_path / "run", data, ["etapp.users=[John_Doe]", "judge.model.path=/nonexistent/judge"])
+    assert done.returncode == 2
+    assert "teleport_user" in done.stderr and "loading model" not in done.stderr
+    done = toolsweep(tmp_path / "run2", data, ["etapp.users=[John_Doe]", "etapp.instructions=[1]",
+                                              "judge.model.path=/nonexistent/judge"])
+    assert done.returncode == 2
+    assert "events_John_Doe.csv" in done.stderr and "/nonexistent/judge" in done.stderr
+    assert "loading model" not in done.stderr
+
+
+def test_a_corrupt_trajectory_file_is_a_clear_error(tmp_path, etapp_data):
+    sid = "tool_given/fc/John_Doe-1"
+    done = toolsweep(tmp_path / "run", etapp_data, one_case("John_Doe", 1), [{"sample_id": sid, "turn": 1, "answer": "hi"}])
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "run" / "trajectories.parquet").write_bytes(b"not parquet")
+    judged = subprocess.run([sys.executable, "-m", "inference.benchmarks.etapp.rejudge", str(tmp_path / "run")],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert judged.returncode == 2 and "trajectories.parquet is not a readable Parquet file" in judged.stderr
+    bad = tmp_path / "upstream"
+    bad.mkdir()
+    (bad / "John_Doe_instruction.json").write_text("[{")
+    done = toolsweep(tmp_path / "run3", etapp_data, [*one_case("John_Doe", 1), f"etapp.upstream={bad}"])
+    assert done.returncode == 2 and "is not valid JSON" in done.stderr
