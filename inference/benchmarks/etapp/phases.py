@@ -183,6 +183,19 @@ def phase_facts(phase: str, timer: Timer, stats: dict[str, Any], tokens: dict[st
             "output_tokens_per_s": round(tokens["output_tokens"] / work_s, 1) if generated else None}
 
 
+def log_to(path: Path) -> None:
+    """The phase's process logs as the run's does: everything to run.log, the console through a
+    stream handler that console.setup quiets (no Hydra here to set them up)."""
+    import logging
+
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    file = logging.FileHandler(path, encoding="utf-8")
+    file.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    root.addHandler(file)
+    root.addHandler(logging.StreamHandler(sys.stderr))
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m inference.benchmarks.etapp.phases {agent|judge} RUN_DIR`."""
     from inference import console
@@ -193,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("usage: python -m inference.benchmarks.etapp.phases {agent|judge} RUN_DIR")
     phase, run_dir = args[0], Path(args[1])
     cfg = load_config(run_dir)
+    log_to(run_dir / "run.log")
     console.setup(verbose=cfg.verbose, quiet=cfg.quiet)
     started = time.time()
     try:

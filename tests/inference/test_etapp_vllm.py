@@ -1,0 +1,109 @@
+"""ETAPP with the real vLLM CPU engine, the embedded model as agent and as judge: the smoke
+subset end to end (spec section 5), a SIGKILL in each phase then a resume, and a judge-only rerun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
+# 2 users x instructions 1, 7, 8; fc, tool-given, at most 4 turns. No cross-run cache: the killed
+# run must resume from its own run dir. Shards of 2 give each phase a middle to be killed in.
+SMOKE = ["dataset=etapp", "etapp.users=[James_Harrington,John_Doe]", "etapp.instructions=[1,7,8]",
+         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=256",
+         "judge.analysis_chars=60", "judge.max_new_tokens=1024", "engine.cache=false", "judge.engine.cache=false",
+         "engine.shard_size=2", "judge.engine.shard_size=2"]
+
+
+def _command(run_dir: Path, data: Path) -> list[str]:
+    return [sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", f"dataset.path={data}", *SMOKE]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, etapp_data, scratch_env) -> Path:
+    run_dir = tmp_path_factory.mktemp("etapp") / "run"
+    done = subprocess.run(_command(run_dir, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
+                          text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+def test_smoke_subset_runs_end_to_end(finished):
+    samples = pl.read_parquet(finished / "samples.parquet")
+    assert samples.height == 6 and samples["end_reason"].null_count() == 0, "every case ends with a reason"
+    assert samples["judge_error"].null_count() == 6, samples["judge_error"].to_list()
+    for column in ("judge_procedure", "judge_personalization", "judge_proactivity"):
+        assert samples[column].is_between(0, 5).all()
+    trajectories = pl.read_parquet(finished / "trajectories.parquet")
+    assert set(trajectories["sample_id"]) == set(samples["sample_id"])
+    assert trajectories.filter(pl.col("role") == "assistant")["output_tokens"].drop_nulls().min() > 0
+    metrics = pl.read_parquet(finished / "metrics.parquet")
+    assert metrics["setting"].to_list() == ["tool_given/fc", "tool_given/fc/clean", "all", "all/clean"]
+    facts = json.loads((finished / "run.json").read_text())
+    for phase in ("agent", "judge"):
+        assert facts["phases"][phase]["output_tokens_per_s"] > 0, facts["phases"][phase]
+
+
+def _kill_at(run_dir: Path, data: Path, env: dict[str, str], marker: str) -> None:
+    """Start the run paused at `marker` (in either phase's process), SIGKILL the toolsweep process
+    alone, and check its phase process went with it."""
+    env = {**env, "TOOLSWEEP_PAUSE_AT": marker, "TOOLSWEEP_PAUSE_S": "300"}
+    run = subprocess.Popen(_command(run_dir, data), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 900
+    for line in run.stderr:
+        if line.startswith(f"[toolsweep] {marker}"):
+            break
+        assert time.time() < deadline, "marker never reached"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    time.sleep(1.0)
+    alive = subprocess.run(["pgrep", "-f", f"etapp.phases .* {run_dir}"], capture_output=True, text=True).stdout
+    assert not alive.strip(), f"a phase process outlived the killed run: {alive}"
+
+
+def _scores(run_dir: Path) -> pl.DataFrame:
+    return pl.read_parquet(run_dir / "samples.parquet").select(
+        "sample_id", "end_reason", "output", "judge_procedure", "judge_personalization", "judge_proactivity",
+        "judge_keypoints")
+
+
+def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, finished, etapp_data, scratch_env):
+    run_dir = tmp_path / "run"
+    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/3")   # agent: after its first shard of 3
+    assert not (run_dir / "trajectories.parquet").exists() and list((run_dir / "parts").glob("part-*"))
+    _kill_at(run_dir, etapp_data, scratch_env, "judge attempt 1/2")  # agent done; judge about to start
+    agent = json.loads((run_dir / "etapp" / "agent.json").read_text())
+    assert agent["generation"]["stored_hits"] == 2 and agent["generation"]["engine_calls"] >= 4, agent
+    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/3")   # judge: after its first shard of 3
+    done = subprocess.run(_command(run_dir, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
+                          text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((run_dir / "etapp" / "agent.json").read_text())["generation"]["engine_calls"] == 0
+    judge = json.loads((run_dir / "etapp" / "judge.json").read_text())["generation"]
+    assert judge["stored_hits"] >= 2, judge
+    assert pl.read_parquet(run_dir / "trajectories.parquet").equals(pl.read_parquet(finished / "trajectories.parquet"))
+    assert _scores(run_dir).equals(_scores(finished))
+
+
+def test_judge_only_rerun_makes_no_agent_call(tmp_path, finished, scratch_env):
+    before = pl.read_parquet(finished / "trajectories.parquet")
+    agent = (finished / "etapp" / "agent.json").read_text()
+    done = subprocess.run([sys.executable, "-m", "inference.benchmarks.etapp.rejudge", str(finished)], cwd=REPO,
+                          env=scratch_env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "agent phase" not in done.stderr and "agent turn" not in done.stderr
+    assert (finished / "etapp" / "agent.json").read_text() == agent
+    assert pl.read_parquet(finished / "trajectories.parquet").equals(before)
+    judge = json.loads((finished / "etapp" / "judge.json").read_text())["generation"]
+    assert judge["engine_calls"] == 0, "the same judge's answers come from the run's store"
