@@ -23,6 +23,7 @@ from grading.sweep import Job, find_jobs, job_step
 
 BASE_SCHEMA: dict[str, pl.DataType] = {
     "job": pl.Int64, "model": pl.String, "model_path": pl.String, "step": pl.Int64,
+    "judge": pl.String,  # the judge model's name, for benchmarks a judge scores (ETAPP)
     "scorer": pl.String, "setting": pl.String, "parser": pl.String, "n": pl.Int64,
 }
 TAIL_SCHEMA: dict[str, pl.DataType] = {
@@ -76,7 +77,8 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
     run = _run_facts(job.path / "run.json")
     samples = pl.read_parquet(job.path / "samples.parquet")
     scorer = scorer_of(samples)
-    base = {**_job_fields(job, run.get("model") or {}), "scorer": scorer.name}
+    judge = run.get("judge") if isinstance(run.get("judge"), dict) else {}
+    base = {**_job_fields(job, run.get("model") or {}), "judge": judge.get("name"), "scorer": scorer.name}
     throughput = run.get("throughput") or {}
     rows = []
     for metrics in summarize(samples).iter_rows(named=True):
@@ -122,9 +124,11 @@ def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
 def format_leaderboard(board: pl.DataFrame) -> str:
     """The leaderboard as Markdown: metrics as `41.2% [35.0, 47.1]` (95% bootstrap CI)."""
     metrics = shown_metrics(board_scorers(board))
-    header = ["job", "model", "step", "setting", "parser", *(m.name for m in metrics), "status", "reason"]
-    rows = [[str(r["job"]), r["model"] or "", "" if r["step"] is None else str(r["step"]),
-             r["setting"], r["parser"] or "",
+    judged = board["judge"].null_count() < board.height  # a judge column only where a judge scored
+    header = ["job", "model", *(["judge"] if judged else []), "step", "setting", "parser",
+              *(m.name for m in metrics), "status", "reason"]
+    rows = [[str(r["job"]), r["model"] or "", *([r["judge"] or ""] if judged else []),
+             "" if r["step"] is None else str(r["step"]), r["setting"], r["parser"] or "",
              *(value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]) for m in metrics),
              r["status"], r["reason"] or ""]
             for r in board.iter_rows(named=True)]

@@ -113,6 +113,11 @@ class VLLMEngineConfig(EngineConfig):
     """Tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
     cpu_kvcache_gib: int = 2
     """On CPU: KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE)."""
+    enable_prefix_caching: Optional[bool] = field(default=None, metadata=OUTPUT)
+    """Reuse the KV of prompt prefixes seen before (None: vLLM's default, on). Off makes each
+    request's numerics independent of what ran before it in the process: a resumed multi-turn run
+    is then bit-identical to an uninterrupted one (on, at bf16, a reused prefix can flip a greedy
+    token of a small model)."""
 
     serves_lora = True
 

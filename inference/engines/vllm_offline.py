@@ -51,7 +51,7 @@ class VLLMEngine:
                  tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
                  enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
                  max_num_batched_tokens: int | None,
-                 cpu_kvcache_gib: int, compile_timeout_s: int) -> None:
+                 cpu_kvcache_gib: int, compile_timeout_s: int, enable_prefix_caching: bool | None = None) -> None:
         on_cpu = configure_environment(cpu_kvcache_gib, compile_timeout_s)
         try:
             from vllm import LLM
@@ -64,6 +64,8 @@ class VLLMEngine:
         options: dict[str, Any] = {}
         if max_num_batched_tokens:
             options["max_num_batched_tokens"] = max_num_batched_tokens
+        if enable_prefix_caching is not None:
+            options["enable_prefix_caching"] = enable_prefix_caching
         self._lora = None
         if lora:
             from vllm.lora.request import LoRARequest
@@ -95,7 +97,7 @@ class VLLMEngine:
                    temperature=decoding.temperature, seed=engine.seed, enforce_eager=engine.enforce_eager,
                    gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
                    max_num_batched_tokens=engine.max_num_batched_tokens, cpu_kvcache_gib=engine.cpu_kvcache_gib,
-                   compile_timeout_s=decoding.compile_timeout_s)
+                   compile_timeout_s=decoding.compile_timeout_s, enable_prefix_caching=engine.enable_prefix_caching)
 
     def _structured(self, key: tuple) -> Any:
         from vllm.sampling_params import StructuredOutputsParams

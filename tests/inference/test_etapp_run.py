@@ -184,3 +184,29 @@ def test_a_corrupt_trajectory_file_is_a_clear_error(tmp_path, etapp_data):
     (bad / "John_Doe_instruction.json").write_text("[{")
     done = toolsweep(tmp_path / "run3", etapp_data, [*one_case("John_Doe", 1), f"etapp.upstream={bad}"])
     assert done.returncode == 2 and "is not valid JSON" in done.stderr
+
+
+def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_path, etapp_data):
+    """Sweeps, leaderboard and compare work for ETAPP as for the other benchmarks."""
+    sid = "tool_given/fc/John_Doe-1"
+    scripts = []
+    for name, turns in (("quick", [{"sample_id": sid, "turn": 1, "answer": "Sunny."}]),
+                        ("careful", [{"sample_id": sid, "turn": 1, "calls": [
+                            {"name": "get_today_weather", "arguments": {"location": "Chicago"}}]},
+                            {"sample_id": sid, "turn": 2, "answer": "Sunny in Chicago."}])):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
+        scripts.append(str(path))
+    sweep = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
+                           f"dataset.path={etapp_data}", *one_case("John_Doe", 1), "engine=script",
+                           f"engine.script={','.join(scripts)}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    board = pl.read_parquet(sweep / "leaderboard.parquet").filter(pl.col("setting") == "tool_given/fc")
+    assert board["status"].to_list() == ["complete", "complete"]
+    assert board["mean_turns"].to_list() == [1.0, 2.0]
+    assert "tool_given/fc" in (sweep / "leaderboard.md").read_text()
+    compared = subprocess.run([sys.executable, "-m", "grading.compare", str(sweep / "0"), str(sweep / "1")],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+    assert "mean_turns" in compared.stdout

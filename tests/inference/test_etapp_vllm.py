@@ -18,11 +18,15 @@ from tests.conftest import REPO
 
 pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # 2 users x instructions 1, 7, 8; fc, tool-given, at most 4 turns. No cross-run cache: the killed
-# run must resume from its own run dir. Shards of 2 give each phase a middle to be killed in.
+# run must resume from its own run dir. Shards of 3 give each phase a middle to be killed in;
+# prefix caching off makes a resumed shard's numerics those of the uninterrupted run (a prefix
+# the uninterrupted run took from the cache is recomputed after a restart, and at bf16 that can
+# flip a greedy token of a 135M model).
 SMOKE = ["dataset=etapp", "etapp.users=[James_Harrington,John_Doe]", "etapp.instructions=[1,7,8]",
-         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=256",
-         "judge.analysis_chars=60", "judge.max_new_tokens=1024", "engine.cache=false", "judge.engine.cache=false",
-         "engine.shard_size=2", "judge.engine.shard_size=2"]
+         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=128",
+         "decoding.constraint=xgrammar", "judge.analysis_chars=20", "judge.max_new_tokens=1024",
+         "engine.cache=false", "judge.engine.cache=false", "engine.shard_size=3", "judge.engine.shard_size=3",
+         "engine.enable_prefix_caching=false", "judge.engine.enable_prefix_caching=false"]
 
 
 def _command(run_dir: Path, data: Path) -> list[str]:
@@ -80,18 +84,17 @@ def _scores(run_dir: Path) -> pl.DataFrame:
 
 def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, finished, etapp_data, scratch_env):
     run_dir = tmp_path / "run"
-    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/3")   # agent: after its first shard of 3
+    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/2")   # agent: after its first shard of 2
     assert not (run_dir / "trajectories.parquet").exists() and list((run_dir / "parts").glob("part-*"))
-    _kill_at(run_dir, etapp_data, scratch_env, "judge attempt 1/2")  # agent done; judge about to start
+    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/2")   # the agent resumes and ends; judge: after 1 of 2
     agent = json.loads((run_dir / "etapp" / "agent.json").read_text())
-    assert agent["generation"]["stored_hits"] == 2 and agent["generation"]["engine_calls"] >= 4, agent
-    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/3")   # judge: after its first shard of 3
+    assert agent["generation"]["stored_hits"] == 3 and agent["generation"]["engine_calls"] >= 3, agent
     done = subprocess.run(_command(run_dir, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
                           text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((run_dir / "etapp" / "agent.json").read_text())["generation"]["engine_calls"] == 0
     judge = json.loads((run_dir / "etapp" / "judge.json").read_text())["generation"]
-    assert judge["stored_hits"] >= 2, judge
+    assert judge["stored_hits"] >= 3, judge
     assert pl.read_parquet(run_dir / "trajectories.parquet").equals(pl.read_parquet(finished / "trajectories.parquet"))
     assert _scores(run_dir).equals(_scores(finished))
 
