@@ -26,7 +26,8 @@ def grade(samples: pl.DataFrame, progress: Callable[..., Iterable[Any]] | None =
     `progress(items, desc, total, unit)` may wrap the rows in a progress bar."""
     scorer = scorer_of(samples)
     _check_inputs(samples, scorer)
-    present = [c for c in OPTIONAL_COLUMNS if c in samples.columns]
+    optional = (*OPTIONAL_COLUMNS, *getattr(scorer, "optional_inputs", ()))
+    present = [c for c in optional if c in samples.columns]
     rows = samples.select(*dict.fromkeys((*INPUT_COLUMNS, *scorer.inputs, *present))).to_dicts()
     pairs = [(reading, row) for reading in scorer.readings for row in rows]
     shown = progress(pairs, "grading", len(pairs), "grade") if progress else pairs

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable, Optional
 
 import polars as pl
 
@@ -21,7 +22,12 @@ from grading.scoring import Scorer, scorer_of
 from grading.sweep import find_jobs, is_sweep_dir
 
 
-def regrade_run(run_dir: Path) -> tuple[pl.DataFrame, Scorer]:
+Refresh = Callable[[pl.DataFrame, Path], pl.DataFrame]
+"""(samples, run dir) -> samples with columns a newer loader adds (the `toolsweep-grade` entry
+point in inference/ passes one that reads the benchmark's files; grading never imports them)."""
+
+
+def regrade_run(run_dir: Path, refresh: Optional[Refresh] = None) -> tuple[pl.DataFrame, Scorer]:
     """Re-grade RUN_DIR/samples.parquet with the scorer its rows name; rewrite samples, metrics
     and metrics.md; return the metrics and the scorer."""
     samples_path, metrics_path = run_dir / "samples.parquet", run_dir / "metrics.parquet"
@@ -30,7 +36,8 @@ def regrade_run(run_dir: Path) -> tuple[pl.DataFrame, Scorer]:
     samples_meta = read_metadata(samples_path)
     # A run killed between the two writes has samples but no metrics: reuse the samples' facts.
     metrics_meta = read_metadata(metrics_path) if metrics_path.is_file() else samples_meta
-    graded = grade(pl.read_parquet(samples_path))
+    samples = pl.read_parquet(samples_path)
+    graded = grade(refresh(samples, run_dir) if refresh else samples)
     scorer = scorer_of(graded)
     metrics = summarize(graded)
     write_samples(graded, run_dir, samples_meta)
@@ -39,32 +46,32 @@ def regrade_run(run_dir: Path) -> tuple[pl.DataFrame, Scorer]:
     return metrics, scorer
 
 
-def regrade_sweep(sweep_dir: Path) -> list[Path]:
+def regrade_sweep(sweep_dir: Path, refresh: Optional[Refresh] = None) -> list[Path]:
     """Re-grade every complete job of a sweep, then rewrite its leaderboard; returns the paths written."""
     for job in find_jobs(sweep_dir):
         if job.status == "complete":
-            regrade_run(job.path)
+            regrade_run(job.path, refresh)
     return write_leaderboard(sweep_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, refresh: Optional[Refresh] = None) -> int:
     """Console entry point: re-grade a run dir or a sweep dir and print the result."""
     parser = argparse.ArgumentParser(prog="toolsweep-grade", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a run dir (with samples.parquet) or a sweep dir")
     args = parser.parse_args(argv)
     try:
-        print(_regrade(args.run_dir))
+        print(_regrade(args.run_dir, refresh))
     except GradingError as exc:
         print(f"toolsweep-grade: error: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-def _regrade(target: Path) -> str:
+def _regrade(target: Path, refresh: Optional[Refresh] = None) -> str:
     if (target / "samples.parquet").is_file():
-        return format_table(*regrade_run(target))
+        return format_table(*regrade_run(target, refresh))
     if is_sweep_dir(target):
-        paths = regrade_sweep(target)
+        paths = regrade_sweep(target, refresh)
         return format_leaderboard(pl.read_parquet(target / "leaderboard.parquet")) + "\n\nwrote " + ", ".join(str(p) for p in paths)
     raise GradingError(f"{target} is neither a run dir (no samples.parquet) nor a sweep dir (no numbered "
                        "job dirs 0/, 1/, ...); pass the folder a toolsweep run or `toolsweep -m` wrote")

@@ -41,7 +41,8 @@ def sample_schema(scorer: Scorer) -> dict[str, pl.DataType]:
     """Column names and types of samples.parquet for one scorer (its inputs are JSON text unless
     the scorer types them)."""
     typed = getattr(scorer, "input_types", {})
-    return {**BASE_SAMPLE_SCHEMA, **{c: typed.get(c, pl.String) for c in scorer.inputs}, **grade_columns(scorer)}
+    inputs = (*scorer.inputs, *getattr(scorer, "optional_inputs", ()))
+    return {**BASE_SAMPLE_SCHEMA, **{c: typed.get(c, pl.String) for c in inputs}, **grade_columns(scorer)}
 
 
 def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataType],
@@ -62,6 +63,8 @@ def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, An
     scorer = scorer_of(graded)
     absent = [pl.lit(LEGACY_SCORER if c == "scorer" else None, dtype=BASE_SAMPLE_SCHEMA[c]).alias(c)
               for c in _FILLABLE if c not in graded.columns]
+    absent += [pl.lit(None, dtype=pl.String).alias(c) for c in getattr(scorer, "optional_inputs", ())
+               if c not in graded.columns]
     return write_table(graded.with_columns(absent), run_dir / "samples.parquet", sample_schema(scorer), metadata)
 
 

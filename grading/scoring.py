@@ -124,6 +124,9 @@ class RowScorer:
     options: Mapping[str, Any] = field(default_factory=dict)
     input_types: Mapping[str, pl.DataType] = field(default_factory=dict)
     """Inputs stored with their own type in samples.parquet (the others are JSON text)."""
+    optional_inputs: tuple[str, ...] = ()
+    """Columns read when the table has them (a run written before its loader added them lacks
+    them; `toolsweep-grade` adds them from the benchmark's files)."""
 
     def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
         return self.grade(reading, row)

@@ -5,6 +5,11 @@ is right when its name equals the gold's exactly (case-sensitive); the parameter
 the whole object equals the gold object as decoded Python values (`"10" != 10`, `1 == 1.0`),
 counted whether or not the tool is right. `json` reads the answer with the robust parser and
 compares the same way. A failed generation (too long, cut off, engine error) is wrong.
+
+Each answer also gets a diagnosis (grading/diagnosis.py): `tool_outcome` (correct,
+preference_miss, function_miss, not_a_candidate, unparsed, failed) from the record's
+same-function and candidate sets, and for a right tool `param_outcome` (correct, missing_key,
+extra_key, wrong_value, type_only) with the keys involved.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from grading.canonical import canonical_json
+from grading.diagnosis import FAILED, UNPARSED, param_outcome, tool_outcome
 from grading.parsers import parse_official
 from grading.readings import read_one
 from grading.scoring import RowScorer, mean
@@ -22,24 +28,36 @@ from grading.scoring import RowScorer, mean
 FIELDS: dict[str, pl.DataType] = {
     "valid": pl.Boolean, "tool": pl.String, "params": pl.String, "tool_ok": pl.Boolean,
     "params_ok": pl.Boolean, "param_score": pl.Float64, "call_ok": pl.Boolean,
+    "tool_outcome": pl.String, "param_outcome": pl.String, "param_keys": pl.String,
 }
 WRONG = {"valid": False, "tool": None, "params": None, "tool_ok": False, "params_ok": False,
-         "param_score": 0.0, "call_ok": False}
+         "param_score": 0.0, "call_ok": False, "param_outcome": None, "param_keys": None}
+# Written by the loader (inference/benchmarks/petoolbench.py); older tables lack them.
+DIAGNOSIS_INPUTS = ("same_func_tools", "candidate_tools")
 
 
 def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
     """The grade fields of one PEToolBench sample under one reading."""
     if row["failure"] is not None:
-        return dict(WRONG)
+        return {**WRONG, "tool_outcome": FAILED}
     parsed = read_one(reading, row, parse_official)
     if not parsed.ok:
-        return dict(WRONG)
+        return {**WRONG, "tool_outcome": UNPARSED}
     gold = json.loads(row["gold_params"])
     tool_ok = parsed.tool_name == row["gold_tool"]
     params_ok = isinstance(parsed.parameters, dict) and parsed.parameters == gold
     tool = parsed.tool_name if isinstance(parsed.tool_name, str) else canonical_json(parsed.tool_name)
+    outcome, keys = param_outcome(parsed.parameters, gold) if tool_ok else (None, None)
     return {"valid": True, "tool": tool, "params": canonical_json(parsed.parameters), "tool_ok": tool_ok,
-            "params_ok": params_ok, "param_score": float(params_ok), "call_ok": tool_ok and params_ok}
+            "params_ok": params_ok, "param_score": float(params_ok), "call_ok": tool_ok and params_ok,
+            "tool_outcome": tool_outcome(parsed.tool_name, row["gold_tool"], _names(row, "same_func_tools"),
+                                         _names(row, "candidate_tools")),
+            "param_outcome": outcome, "param_keys": None if keys is None else json.dumps(keys)}
+
+
+def _names(row: dict[str, Any], column: str) -> list[str] | None:
+    text = row.get(column)
+    return None if text is None else json.loads(text)
 
 
 SCORER = RowScorer(
@@ -54,5 +72,6 @@ SCORER = RowScorer(
         mean("format_valid", "valid", ci=False, description="answers the reading could parse"),
     ),
     grade=grade,
+    optional_inputs=DIAGNOSIS_INPUTS,
     description="PEToolBench paper: regex reading, exact tool name, whole-object parameters",
 )

@@ -96,7 +96,8 @@ def table_schema(scorer: str) -> dict[str, pl.DataType]:
         found = get_scorer(scorer)
     except GradingError as exc:
         raise DatasetError(str(exc)) from None
-    return {**SAMPLE_TABLE_SCHEMA, **{c: pl.String for c in found.inputs if c not in SAMPLE_TABLE_SCHEMA}}
+    inputs = (*found.inputs, *getattr(found, "optional_inputs", ()))
+    return {**SAMPLE_TABLE_SCHEMA, **{c: pl.String for c in inputs if c not in SAMPLE_TABLE_SCHEMA}}
 
 
 def sample_table(rows: list[dict[str, Any]], settings: Iterable[str], limit: int | None,
@@ -109,7 +110,8 @@ def sample_table(rows: list[dict[str, Any]], settings: Iterable[str], limit: int
                            "rename the setting in the benchmark's loader")
     rank = {s: i for i, s in enumerate(settings)}
     schema = table_schema(scorer)
-    lacking = sorted({c for r in rows for c in schema if c not in r})
+    optional = set(getattr(get_scorer(scorer), "optional_inputs", ()))
+    lacking = sorted({c for r in rows for c in schema if c not in r and c not in optional})
     if lacking:
         raise DatasetError(f"rows lack columns {lacking} that scorer {scorer!r} reads; build them with "
                            "sample_row(..., inputs={...})")

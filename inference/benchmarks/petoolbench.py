@@ -108,10 +108,22 @@ def _rows(source: _Source, records: list[Any]) -> tuple[list[dict], list[str]]:
 
 def _row(record: dict[str, Any], setting: str) -> dict[str, Any]:
     gold, system = record["api_call_ground_truth"], record[SETTINGS[setting]]
+    tools = json.loads(record["apis_candidate"])
     return sample_row(setting=setting, entry_id=record["entry_id"], system=system,
-                      native_system=native_system(system), user=record["query"],
-                      tools=json.loads(record["apis_candidate"]),
-                      gold_tool=gold["tool_name"], gold_params=gold["parameters"], scorer=SCORER)
+                      native_system=native_system(system), user=record["query"], tools=tools,
+                      gold_tool=gold["tool_name"], gold_params=gold["parameters"], scorer=SCORER,
+                      inputs={"same_func_tools": same_function_tools(record),
+                              "candidate_tools": [t["tool_name"] for t in tools]})
+
+
+def same_function_tools(record: dict[str, Any]) -> list[str] | None:
+    """The record's same-function tools as candidate names (`<Category>.<Tool>.<API>`); None
+    where the record has no `apis_same_func` (the diagnosis then says nothing)."""
+    same = record.get("apis_same_func")
+    if not isinstance(same, list):
+        return None
+    return [f"<{a.get('category_name')}>.<{a.get('tool_name')}>.<{a.get('api_name')}>" for a in same
+            if isinstance(a, dict)]
 
 
 def native_system(system: str) -> str:

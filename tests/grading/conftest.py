@@ -48,7 +48,8 @@ def make_samples(outcomes: dict[str, Sequence[str]]) -> pl.DataFrame:
                          "finish_reason": "length" if failure else "stop", "failure": failure,
                          "error": None, "gold_tool": GOLD_TOOL, "gold_params": canonical_json(GOLD_PARAMS),
                          "scorer": "petoolbench", "prompt_format": "benchmark", "calls": None,
-                         "gold_in_schema": True, "schema_id": "s0", "history_dropped": 0})
+                         "gold_in_schema": True, "schema_id": "s0", "history_dropped": 0,
+                         "same_func_tools": None, "candidate_tools": None})
     graded = grade(pl.DataFrame(rows))
     return graded.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()])
 
