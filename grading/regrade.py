@@ -17,7 +17,8 @@ from grading.errors import GradingError
 from grading.grades import grade
 from grading.leaderboard import format_leaderboard, write_leaderboard
 from grading.metrics import summarize
-from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples
+from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples, write_slices
+from grading.slices import slice_table
 from grading.scoring import Scorer, scorer_of
 from grading.sweep import find_jobs, is_sweep_dir
 
@@ -42,7 +43,9 @@ def regrade_run(run_dir: Path, refresh: Optional[Refresh] = None) -> tuple[pl.Da
     metrics = summarize(graded)
     write_samples(graded, run_dir, samples_meta)
     write_metrics(metrics, scorer, run_dir, metrics_meta)
-    write_markdown(metrics, scorer, run_dir)
+    slices = slice_table(graded)
+    write_slices(slices, scorer, run_dir, metrics_meta)
+    write_markdown(metrics, scorer, run_dir, slices)
     return metrics, scorer
 
 

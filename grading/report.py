@@ -99,11 +99,33 @@ def _cell(scorer: Scorer, column: str, value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def write_markdown(metrics: pl.DataFrame, scorer: Scorer, run_dir: Path) -> Path:
-    """metrics.md beside the Parquet report, for reading without Python."""
+def write_markdown(metrics: pl.DataFrame, scorer: Scorer, run_dir: Path,
+                   slices: pl.DataFrame | None = None) -> Path:
+    """metrics.md beside the Parquet report, for reading without Python (slices after the table)."""
     path = run_dir / "metrics.md"
-    path.write_text(format_table(metrics, scorer) + "\n", encoding="utf-8")
+    text = format_table(metrics, scorer) + "\n"
+    if slices is not None and slices.height:
+        text += "\n## Slices (pooled settings; * fewer than 20 samples)\n\n" + format_slices(slices, scorer) + "\n"
+    path.write_text(text, encoding="utf-8")
     return path
+
+
+def write_slices(slices: pl.DataFrame, scorer: Scorer, run_dir: Path,
+                 metadata: Mapping[str, Any] | None = None) -> Path:
+    """slices.parquet: every metric with its CI per setting (and pooled) x reading x slice x band."""
+    from grading.slices import slices_schema
+
+    return write_table(slices, run_dir / "slices.parquet", slices_schema(scorer), metadata)
+
+
+def format_slices(slices: pl.DataFrame, scorer: Scorer) -> str:
+    """The pooled slices of the first reading, headline metrics with their CIs."""
+    shown = [m for m in scorer.metrics if m.headline] or list(scorer.metrics[:1])
+    reading = scorer.readings[0]
+    rows = [[r["slice"], r["band"] + ("*" if r["small"] else ""), str(r["n"]),
+             *(value_ci(m, r[m.name], r.get(f"{m.name}_low"), r.get(f"{m.name}_high")) for m in shown)]
+            for r in slices.filter((pl.col("setting") == "all") & (pl.col("parser") == reading)).iter_rows(named=True)]
+    return markdown_table(["slice", "band", "n", *(f"{m.name} ({reading})" for m in shown)], rows)
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -96,6 +96,24 @@ def ratio(name: str, numerator: str, denominator: str, *, ci: bool = False, desc
     return Metric(name, (numerator, denominator), _ratio, SHARE, ci, description=description)
 
 
+@dataclass(frozen=True)
+class Slice:
+    """A way to cut a run's samples: each row's band (None: the row is in no band)."""
+
+    name: str
+    band: Callable[[dict[str, Any]], str | None]
+    order: tuple[str, ...] = ()
+    """Bands in report order; others follow, sorted."""
+
+
+def bands(value: Any, edges: Sequence[tuple[int, str]], above: str) -> str | None:
+    """The label of the first edge `value` does not exceed (`above` past the last); None for no value."""
+    if value is None or value == "":
+        return None
+    number = float(value)
+    return next((label for edge, label in edges if number <= edge), above)
+
+
 class Scorer(Protocol):
     """What grading needs from a scorer (see `RowScorer` for the usual implementation)."""
 
@@ -127,6 +145,8 @@ class RowScorer:
     optional_inputs: tuple[str, ...] = ()
     """Columns read when the table has them (a run written before its loader added them lacks
     them; `toolsweep-grade` adds them from the benchmark's files)."""
+    slices: tuple[Slice, ...] = ()
+    """The cuts its data supports (slices.parquet); every scorer also gets prompt-token bands."""
 
     def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
         return self.grade(reading, row)

@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from grading.grades import grade  # noqa: E402
 from grading.metrics import summarize  # noqa: E402
-from grading.report import format_table, write_markdown, write_metrics, write_samples  # noqa: E402
+from grading.report import format_table, write_markdown, write_metrics, write_samples, write_slices  # noqa: E402
+from grading.slices import slice_table  # noqa: E402
 from grading.scoring import scorer_of  # noqa: E402
 from inference import pipeline  # noqa: E402
 from inference.config import ToolsweepConfig, register_configs, validate  # noqa: E402
@@ -130,7 +131,9 @@ def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, An
     write_samples(graded, run_dir, meta)
     pipeline.marker("wrote samples.parquet", shown=False)
     write_metrics(metrics, scorer, run_dir, meta)
-    write_markdown(metrics, scorer, run_dir)
+    slices = slice_table(graded)
+    write_slices(slices, scorer, run_dir, meta)
+    write_markdown(metrics, scorer, run_dir, slices)
     prompt = facts["prompt"]
     print(f"scorer: {scorer.name}; prompt format: {prompt['format']}"
           + (f" (tool parser {prompt['tool_parser']}; tools given in {prompt['tools_in']})" if "tool_parser" in prompt

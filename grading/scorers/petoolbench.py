@@ -23,7 +23,7 @@ from grading.canonical import canonical_json
 from grading.diagnosis import FAILED, UNPARSED, param_outcome, tool_outcome
 from grading.parsers import parse_official
 from grading.readings import read_one
-from grading.scoring import RowScorer, mean
+from grading.scoring import RowScorer, Slice, bands, mean
 
 FIELDS: dict[str, pl.DataType] = {
     "valid": pl.Boolean, "tool": pl.String, "params": pl.String, "tool_ok": pl.Boolean,
@@ -33,7 +33,31 @@ FIELDS: dict[str, pl.DataType] = {
 WRONG = {"valid": False, "tool": None, "params": None, "tool_ok": False, "params_ok": False,
          "param_score": 0.0, "call_ok": False, "param_outcome": None, "param_keys": None}
 # Written by the loader (inference/benchmarks/petoolbench.py); older tables lack them.
-DIAGNOSIS_INPUTS = ("same_func_tools", "candidate_tools")
+LOADER_INPUTS = ("same_func_tools", "candidate_tools", "history_length", "num_tools_combined")
+
+
+def gold_category(row: dict[str, Any]) -> str | None:
+    """`<Category>.<Tool>.<API>` -> Category."""
+    name = row.get("gold_tool")
+    return name.split(">.<", 1)[0].lstrip("<") if isinstance(name, str) and name.startswith("<") else None
+
+
+def gold_position(row: dict[str, Any]) -> str | None:
+    """The gold's 1-based position among the candidates as the prompt lists them."""
+    candidates = _names(row, "candidate_tools")
+    return str(candidates.index(row["gold_tool"]) + 1) if candidates and row["gold_tool"] in candidates else None
+
+
+HISTORY = ((20, "<=20"), (40, "21-40"), (70, "41-70"))
+COMBINED = ((10, "<=10"), (20, "11-20"), (30, "21-30"))
+SLICES = (
+    Slice("category", gold_category),
+    Slice("history_length", lambda row: bands(row.get("history_length"), HISTORY, ">70"),
+          ("<=20", "21-40", "41-70", ">70")),
+    Slice("num_tools_combined", lambda row: bands(row.get("num_tools_combined"), COMBINED, ">30"),
+          ("<=10", "11-20", "21-30", ">30")),
+    Slice("gold_position", gold_position, tuple(str(i) for i in range(1, 31))),
+)
 
 
 def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +96,7 @@ SCORER = RowScorer(
         mean("format_valid", "valid", ci=False, description="answers the reading could parse"),
     ),
     grade=grade,
-    optional_inputs=DIAGNOSIS_INPUTS,
+    optional_inputs=LOADER_INPUTS,
+    slices=SLICES,
     description="PEToolBench paper: regex reading, exact tool name, whole-object parameters",
 )

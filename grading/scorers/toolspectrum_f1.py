@@ -28,7 +28,7 @@ import polars as pl
 from grading.canonical import canonical_json
 from grading.parsers import ParsedCall, parse_whole_json
 from grading.readings import is_native, native_calls, read_one
-from grading.scoring import RowScorer, f1, mean, ratio
+from grading.scoring import RowScorer, Slice, f1, mean, ratio
 
 CALL_LEVELS = ("app", "api", "app_api")
 ARG_GROUPS = ("required", "personalized", "environmental")
@@ -140,7 +140,13 @@ def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
             **level_counts(call, gold_tool, gold_params, toolset)}
 
 
+SLICES = (
+    Slice("gold", lambda row: "refusal" if row.get("gold_tool") is None else "call", ("call", "refusal")),
+    Slice("app", lambda row: row["gold_tool"].split(".", 1)[0] if row.get("gold_tool") else None),
+)
+
 SCORER = RowScorer(
+    slices=SLICES,
     name="toolspectrum_f1",
     readings=("official", "json"),
     inputs=("gold_tool", "gold_params", "toolset"),

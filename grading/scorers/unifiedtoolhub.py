@@ -30,7 +30,7 @@ import polars as pl
 from grading.canonical import canonical_json
 from grading.parsers import ParsedCall, parse_json, parse_whole_json
 from grading.readings import is_native, native_calls, robust_native_calls
-from grading.scoring import RowScorer, mean
+from grading.scoring import RowScorer, Slice, mean
 
 FIELDS: dict[str, pl.DataType] = {
     "valid": pl.Boolean, "tool": pl.String, "params": pl.String, "n_calls": pl.Int64,
@@ -111,6 +111,8 @@ def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
 
 
 SCORER = RowScorer(
+    # FamilyTool's settings are a family set (b, e) with or without retrieval
+    slices=(Slice("family_set", lambda row: str(row.get("setting", "")).split("_", 1)[0] or None, ("b", "e")),),
     name="unifiedtoolhub",
     readings=("official", "json"),
     inputs=("gold_calls",),

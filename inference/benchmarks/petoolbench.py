@@ -113,7 +113,14 @@ def _row(record: dict[str, Any], setting: str) -> dict[str, Any]:
                       native_system=native_system(system), user=record["query"], tools=tools,
                       gold_tool=gold["tool_name"], gold_params=gold["parameters"], scorer=SCORER,
                       inputs={"same_func_tools": same_function_tools(record),
-                              "candidate_tools": [t["tool_name"] for t in tools]})
+                              "candidate_tools": [t["tool_name"] for t in tools],
+                              # as the record states them (strings in the file)
+                              "history_length": _text(record.get("history_length")),
+                              "num_tools_combined": _text(record.get("num_tools_combined"))})
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def same_function_tools(record: dict[str, Any]) -> list[str] | None:

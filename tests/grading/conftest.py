@@ -49,18 +49,24 @@ def make_samples(outcomes: dict[str, Sequence[str]]) -> pl.DataFrame:
                          "error": None, "gold_tool": GOLD_TOOL, "gold_params": canonical_json(GOLD_PARAMS),
                          "scorer": "petoolbench", "prompt_format": "benchmark", "calls": None,
                          "gold_in_schema": True, "schema_id": "s0", "history_dropped": 0,
-                         "same_func_tools": None, "candidate_tools": None})
+                         "same_func_tools": None, "candidate_tools": None, "history_length": None,
+                         "num_tools_combined": None})
     graded = grade(pl.DataFrame(rows))
     return graded.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()])
 
 
 def write_run(run_dir: Path, samples: pl.DataFrame, model_name: str = "tiny",
               model_path: str = "/models/tiny") -> Path:
-    """A finished run dir as toolsweep writes it: samples, metrics, metrics.md, run.json."""
+    """A finished run dir as toolsweep writes it: samples, metrics, slices, metrics.md, run.json."""
+    from grading.report import write_slices
+    from grading.slices import slice_table
+
     run_dir.mkdir(parents=True, exist_ok=True)
     write_samples(samples, run_dir, RUN_FACTS)
     write_metrics(summarize(samples), PETOOLBENCH, run_dir, RUN_FACTS)
-    write_markdown(summarize(samples), PETOOLBENCH, run_dir)
+    slices = slice_table(samples)
+    write_slices(slices, PETOOLBENCH, run_dir, RUN_FACTS)
+    write_markdown(summarize(samples), PETOOLBENCH, run_dir, slices)
     facts = {"status": "complete", "model": {"path": model_path, "name": model_name, "fingerprint": "f0"},
              "throughput": {"prompts_per_s": 2.5, "output_tokens_per_s": 50.0}, "wall_s": {"total": 12.0}}
     (run_dir / "run.json").write_text(json.dumps(facts), encoding="utf-8")

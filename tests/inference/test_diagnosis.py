@@ -12,6 +12,7 @@ from grading.diagnosis import param_outcome, tool_outcome
 from grading.grades import grade
 from inference.benchmarks.petoolbench import load_petoolbench
 from inference.gold import gold_output
+from tests.conftest import PETOOLBENCH
 
 pytestmark = pytest.mark.shared_data
 
@@ -107,3 +108,38 @@ def test_toolsweep_grade_adds_the_diagnosis_to_a_run_made_before_it(tmp_path):
     assert after["official_tool_outcome"].unique().to_list() == ["correct"]
     assert after["same_func_tools"].null_count() == 0 and after.height == samples.height
     assert "loading model" not in regraded.stderr
+
+
+def test_slices_of_the_real_file_cover_its_categories_history_bands_and_positions(real):
+    from grading.slices import slice_table
+
+    graded = _graded(real, real["gold_tool"].to_list()).with_columns(pl.lit(1500, dtype=pl.Int64).alias("prompt_tokens"))
+    slices = slice_table(graded)
+    pooled = slices.filter((pl.col("setting") == "all") & (pl.col("parser") == "official"))
+    by = {name: pooled.filter(pl.col("slice") == name) for name in pooled["slice"].unique()}
+    assert by["category"].height == 18
+    assert by["history_length"]["band"].to_list() == ["<=20", "21-40", "41-70", ">70"]
+    assert by["history_length"]["n"].sum() == real.height, "every record states its history length"
+    records = json.loads(PETOOLBENCH.read_text(encoding="utf-8"))
+    assert by["history_length"].filter(pl.col("band") == "<=20")["n"][0] == 3 * sum(
+        r["history_length"] <= 20 for r in records)
+    assert (pooled["small"] == (pooled["n"] < 20)).all() and pooled["small"].any(), "small slices are kept, marked"
+    assert pooled["tool_acc"].min() == 1.0 and pooled["tool_acc_low"].is_not_null().all()
+
+
+def test_a_run_writes_slices_beside_its_metrics(tmp_path):
+    import subprocess
+    import sys
+
+    from inference.gold import gold_outputs, write_predictions
+    from tests.conftest import REPO, SAMPLE
+
+    gold = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p", "r", "c"])), tmp_path / "gold.jsonl")
+    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path / 'run'}",
+                           "engine=replay", f"engine.predictions={gold}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    slices = pl.read_parquet(tmp_path / "run" / "slices.parquet")
+    assert set(slices["slice"]) == {"category", "history_length", "num_tools_combined", "gold_position"}, \
+        "replay has no prompt tokens: no prompt-token bands"
+    assert "## Slices" in (tmp_path / "run" / "metrics.md").read_text()
