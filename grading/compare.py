@@ -15,9 +15,11 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.metrics import setting_order, subset
-from grading.report import markdown_table, percent_ci, value_ci, write_table
-from grading.scoring import Metric, Scorer, format_value, grade_columns, scorer_of, source_arrays
+from grading.html_report import write_compare_report
+from grading.report import markdown_table, write_table
+from grading.scoring import Metric, Scorer, grade_columns, scorer_of, source_arrays
 from grading.stats import mcnemar_exact, paired_bootstrap_ci
+from grading.tables import comparison_cells
 
 COMPARISON_SCHEMA: dict[str, pl.DataType] = {
     "setting": pl.String, "parser": pl.String, "metric": pl.String, "n": pl.Int64,
@@ -152,39 +154,18 @@ def _flips_of(paired: pl.DataFrame, parser: str, metric: Metric) -> pl.DataFrame
 
 def format_comparison(comparison: pl.DataFrame, scorer: Scorer) -> str:
     """A Markdown table of the comparison, each metric on its own scale (shares in percent)."""
-    header = ["setting", "parser", "metric", "n", "a", "b", "diff [95% CI]", "a_only", "b_only", "p_value"]
-    metrics = {m.name: m for m in scorer.metrics}
-    rows = [[r["setting"], r["parser"], r["metric"], str(r["n"]),
-             format_value(metrics[r["metric"]], r["acc_a"]), format_value(metrics[r["metric"]], r["acc_b"]),
-             _signed(metrics[r["metric"]], r["diff"], r["ci_low"], r["ci_high"]),
-             _count(r["a_only"]), _count(r["b_only"]), _p_value(r["p_value"])]
-            for r in comparison.iter_rows(named=True)]
-    return markdown_table(header, rows)
-
-
-def _signed(metric: Metric, diff: float | None, low: float | None, high: float | None) -> str:
-    if metric.scale == "share":
-        return percent_ci(diff, low, high, signed=True)
-    return value_ci(metric, diff, low, high)
-
-
-def _count(value: int | None) -> str:
-    return "" if value is None else str(value)
-
-
-def _p_value(p: float | None) -> str:
-    if p is None:
-        return ""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    return markdown_table(*comparison_cells(comparison, scorer))
 
 
 def write_comparison(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Path,
                      run_a: Path, run_b: Path) -> list[Path]:
-    """comparison.parquet and flips.parquet in `out_dir`, naming both runs in the metadata."""
+    """comparison.parquet and flips.parquet in `out_dir`, naming both runs in the metadata, and
+    report.html (the table and the most instructive flips with both outputs)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"toolsweep_compare": {"run_a": str(run_a), "run_b": str(run_b)}}
     return [write_table(comparison, out_dir / "comparison.parquet", COMPARISON_SCHEMA, meta),
-            write_table(flips, out_dir / "flips.parquet", FLIP_SCHEMA, meta)]
+            write_table(flips, out_dir / "flips.parquet", FLIP_SCHEMA, meta),
+            write_compare_report(comparison, flips, out_dir, run_a, run_b)]
 
 
 def samples_file(run: Path) -> Path:

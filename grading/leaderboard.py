@@ -14,16 +14,19 @@ from typing import Any
 
 import polars as pl
 
+from grading.html_report import write_sweep_report
 from grading.metrics import subset, summarize
 from grading.plots import plot_by_step
-from grading.report import markdown_table, value_ci, write_table
-from grading.scoring import Metric, Scorer, get_scorer, scorer_of, source_arrays
+from grading.report import markdown_table, write_table
+from grading.scoring import Metric, Scorer, scorer_of, source_arrays
 from grading.stats import metric_ci
 from grading.sweep import Job, find_jobs, job_step
+from grading.tables import board_scorers, leaderboard_cells, shown_metrics
 
 BASE_SCHEMA: dict[str, pl.DataType] = {
     "job": pl.Int64, "model": pl.String, "model_path": pl.String, "step": pl.Int64,
     "judge": pl.String,  # the judge model's name, for benchmarks a judge scores (ETAPP)
+    "history": pl.String,  # the history ablation (dataset.history, PEToolBench): full, none, last_5, ...
     "scorer": pl.String, "setting": pl.String, "parser": pl.String, "n": pl.Int64,
 }
 TAIL_SCHEMA: dict[str, pl.DataType] = {
@@ -58,11 +61,6 @@ def build_leaderboard(sweep_dir: Path) -> pl.DataFrame:
     return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
 
 
-def board_scorers(board: pl.DataFrame) -> list[Scorer]:
-    """The scorers of a board's complete jobs, in job order."""
-    return [get_scorer(n) for n in board["scorer"].drop_nulls().unique(maintain_order=True)]
-
-
 def job_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer | None]:
     """The rows of one job and its scorer; a complete job whose files cannot be read counts as failed."""
     if job.status != "complete":
@@ -78,7 +76,8 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
     samples = pl.read_parquet(job.path / "samples.parquet")
     scorer = scorer_of(samples)
     judge = run.get("judge") if isinstance(run.get("judge"), dict) else {}
-    base = {**_job_fields(job, run.get("model") or {}), "judge": judge.get("name"), "scorer": scorer.name}
+    base = {**_job_fields(job, run.get("model") or {}), "judge": judge.get("name"),
+            "history": history_label(run), "scorer": scorer.name}
     throughput = run.get("throughput") or {}
     rows = []
     for metrics in summarize(samples).iter_rows(named=True):
@@ -91,6 +90,17 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
                     metric_ci(metric, source_arrays(frame, reading, metric.sources))
         rows.append(row)
     return rows, scorer
+
+
+def history_label(run: dict[str, Any]) -> str | None:
+    """The run's history ablation as a board shows it (`full`, `none`, `last_5`, `shuffled`,
+    `+no_ratings`); None for runs that predate the option."""
+    dataset = (run.get("config") or {}).get("dataset") or {}
+    mode = dataset.get("history")
+    if mode is None:
+        return None
+    label = f"last_{dataset.get('history_k')}" if mode == "last_k" else mode
+    return label + ("+no_ratings" if dataset.get("drop_ratings") else "")
 
 
 def _failed_rows(job: Job, reason: str | None) -> list[dict[str, Any]]:
@@ -115,28 +125,14 @@ def _run_facts(path: Path) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {}
 
 
-def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
-    """The metrics a board shows: each scorer's headline metrics, then its other CI metrics."""
-    ordered = [m for s in scorers for m in sorted(s.metrics, key=lambda m: not m.headline) if m.ci]
-    return list({m.name: m for m in ordered}.values())
-
-
 def format_leaderboard(board: pl.DataFrame) -> str:
     """The leaderboard as Markdown: metrics as `41.2% [35.0, 47.1]` (95% bootstrap CI)."""
-    metrics = shown_metrics(board_scorers(board))
-    judged = board["judge"].null_count() < board.height  # a judge column only where a judge scored
-    header = ["job", "model", *(["judge"] if judged else []), "step", "setting", "parser",
-              *(m.name for m in metrics), "status", "reason"]
-    rows = [[str(r["job"]), r["model"] or "", *([r["judge"] or ""] if judged else []),
-             "" if r["step"] is None else str(r["step"]), r["setting"], r["parser"] or "",
-             *(value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]) for m in metrics),
-             r["status"], r["reason"] or ""]
-            for r in board.iter_rows(named=True)]
-    return markdown_table(header, rows)
+    return markdown_table(*leaderboard_cells(board))
 
 
 def write_leaderboard(sweep_dir: Path) -> list[Path]:
-    """leaderboard.parquet, leaderboard.md and, when a complete job has a step, leaderboard.png."""
+    """leaderboard.parquet, leaderboard.md, leaderboard.png when a complete job has a step, and
+    report.html (the board, plots and ablations in one file for a browser)."""
     sweep_dir = Path(sweep_dir)
     board = build_leaderboard(sweep_dir)
     scorers = board_scorers(board)
@@ -152,4 +148,5 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
         where = sweep_dir.resolve()
         title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
         paths.append(plot_by_step(stepped, shown_metrics(scorers)[:3], sweep_dir / "leaderboard.png", title))
+    paths.append(write_sweep_report(sweep_dir))
     return paths

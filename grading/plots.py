@@ -27,25 +27,40 @@ def plot_by_step(board: pl.DataFrame, metrics: list[Any], path: Path, title: str
     Jobs that differ in more than the checkpoint (e.g. also in decoding.constraint) get one
     line each, so points of different configurations are never joined.
     """
-    # Imported here: matplotlib is only needed when there is something to plot, and the
-    # object API with an Agg canvas leaves pyplot's global backend alone.
+    fig = step_figure(board, metrics, title, path.name)
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
+
+
+def new_figure(width: float, height: float) -> Any:
+    """A matplotlib Figure on its own Agg canvas, laid out with constrained layout.
+
+    Imported here: matplotlib is only needed when there is something to plot, and the object
+    API with an Agg canvas leaves pyplot's global backend alone.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def step_figure(board: pl.DataFrame, metrics: list[Any], title: str, what: str = "the plot") -> Any:
+    """The figure `plot_by_step` writes (a matplotlib Figure); `what` names it in the error
+    raised when no row has a step."""
     first = metrics[0].name if metrics else None
     rows = board.filter((pl.col("parser") == PLOT_PARSER) & pl.col("step").is_not_null()
                         & pl.col(first).is_not_null()) if first else board.clear()
     if rows.height == 0:
-        raise GradingError(f"nothing to plot in {path.name}: no complete job of the {PLOT_PARSER} parser "
+        raise GradingError(f"nothing to plot in {what}: no complete job of the {PLOT_PARSER} parser "
                            "has a step; name model folders like checkpoint-500 to plot against step")
     rows = rows.with_columns(pl.col("overrides").map_elements(_variant, return_dtype=pl.String)
                              .alias("_variant")).sort("step")
-    settings = _settings(rows)
+    settings = ordered_settings(rows)
     # Up to three panels side by side; more (p, r, c and all) wrap into two columns.
     ncols = len(settings) if len(settings) <= 3 else 2
     nrows = -(-len(settings) // ncols)
-    fig = Figure(figsize=(5.0 * ncols, 3.6 * nrows + 0.8), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(5.0 * ncols, 3.6 * nrows + 0.8)
     grid = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
     axes = list(grid.flat)
     for spare in axes[len(settings):]:
@@ -60,7 +75,7 @@ def plot_by_step(board: pl.DataFrame, metrics: list[Any], path: Path, title: str
     legend_cols = min(len(labels), 3 if rows["_variant"].n_unique() == 1 else 2)
     fig.legend(handles, labels, loc="outside lower center", ncols=legend_cols, frameon=False)
     fig.suptitle(title)
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
+    return fig
 
 
 def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str, metrics: list[Any]) -> None:
@@ -100,8 +115,8 @@ def _draw(ax: Any, points: pl.DataFrame, metric: str, factor: float, offset: flo
                 marker=style[0], linestyle=style[1], markersize=5, capsize=3, linewidth=1.2, label=label)
 
 
-def _settings(rows: pl.DataFrame) -> list[str]:
-    # The benchmark's order (p, r, c), anything else as found, pooled last.
+def ordered_settings(rows: pl.DataFrame) -> list[str]:
+    """The settings of `rows`: the benchmark's order (p, r, c), anything else as found, pooled last."""
     found = rows["setting"].unique(maintain_order=True).to_list()
     known = [s for s in ("p", "r", "c") if s in found]
     return [*known, *(s for s in found if s not in known and s != "all"), *(["all"] if "all" in found else [])]

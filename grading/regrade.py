@@ -15,6 +15,7 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.grades import grade
+from grading.html_report import write_run_report
 from grading.leaderboard import format_leaderboard, write_leaderboard
 from grading.metrics import summarize
 from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples, write_slices
@@ -29,8 +30,8 @@ point in inference/ passes one that reads the benchmark's files; grading never i
 
 
 def regrade_run(run_dir: Path, refresh: Optional[Refresh] = None) -> tuple[pl.DataFrame, Scorer]:
-    """Re-grade RUN_DIR/samples.parquet with the scorer its rows name; rewrite samples, metrics
-    and metrics.md; return the metrics and the scorer."""
+    """Re-grade RUN_DIR/samples.parquet with the scorer its rows name; rewrite samples, metrics,
+    slices, metrics.md and report.html; return the metrics and the scorer."""
     samples_path, metrics_path = run_dir / "samples.parquet", run_dir / "metrics.parquet"
     if not samples_path.is_file():
         raise GradingError(f"{run_dir} holds no samples.parquet; pass a finished run dir")
@@ -46,6 +47,7 @@ def regrade_run(run_dir: Path, refresh: Optional[Refresh] = None) -> tuple[pl.Da
     slices = slice_table(graded)
     write_slices(slices, scorer, run_dir, metrics_meta)
     write_markdown(metrics, scorer, run_dir, slices)
+    write_run_report(run_dir)
     return metrics, scorer
 
 

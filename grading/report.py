@@ -85,10 +85,14 @@ def format_table(metrics: pl.DataFrame, scorer: Scorer) -> str:
 
     Metrics undefined in every row (e.g. a group no sample has) are left out.
     """
+    return markdown_table(*metrics_cells(metrics, scorer))
+
+
+def metrics_cells(metrics: pl.DataFrame, scorer: Scorer) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the metrics table as every report shows it (Markdown and HTML)."""
     shown = [m.name for m in scorer.metrics if metrics[m.name].null_count() < metrics.height]
     cols = ["setting", "parser", "n", *shown, "gold_schema_coverage", "n_failed"]
-    rows = [[_cell(scorer, c, r[c]) for c in cols] for r in metrics.iter_rows(named=True)]
-    return markdown_table(cols, rows)
+    return cols, [[_cell(scorer, c, r[c]) for c in cols] for r in metrics.iter_rows(named=True)]
 
 
 def _cell(scorer: Scorer, column: str, value: Any) -> str:

@@ -26,6 +26,7 @@ from grading.grades import grade  # noqa: E402
 from grading.metrics import summarize  # noqa: E402
 from grading.report import format_table, write_markdown, write_metrics, write_samples, write_slices  # noqa: E402
 from grading.slices import slice_table  # noqa: E402
+from grading.html_report import write_run_report  # noqa: E402
 from grading.scoring import scorer_of  # noqa: E402
 from inference import pipeline  # noqa: E402
 from inference.config import ToolsweepConfig, register_configs, validate  # noqa: E402
@@ -134,6 +135,7 @@ def _write_reports(graded: Any, metrics: Any, run_dir: Path, facts: dict[str, An
     slices = slice_table(graded)
     write_slices(slices, scorer, run_dir, meta)
     write_markdown(metrics, scorer, run_dir, slices)
+    write_run_report(run_dir, facts)
     prompt = facts["prompt"]
     print(f"scorer: {scorer.name}; prompt format: {prompt['format']}"
           + (f" (tool parser {prompt['tool_parser']}; tools given in {prompt['tools_in']})" if "tool_parser" in prompt

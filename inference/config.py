@@ -65,6 +65,14 @@ class DatasetConfig:
     """Settings to run, a subset of the benchmark's (each conf/dataset/*.yaml lists them)."""
     limit: Optional[int] = None
     """Keep the first N records of each setting (None: all)."""
+    history: str = "full"
+    """History ablation (inference/history.py): full, none, last_k, shuffled."""
+    history_k: int = 5
+    """dataset.history=last_k: how many of the most recent items to keep."""
+    history_seed: int = 0
+    """dataset.history=shuffled: the seed of the orders (one per record)."""
+    drop_ratings: bool = False
+    """Remove every history item's `rating` (PEToolBench's `r` setting)."""
 
 
 @dataclass
@@ -302,7 +310,10 @@ def _check_choices(cfg: ToolsweepConfig) -> list[str]:
     from inference.errors import DatasetError
 
     problems = []
+    from inference.history import HISTORY_MODES
+
     for key, value, allowed in (("decoding.constraint", cfg.decoding.constraint, CONSTRAINTS),
+                                ("dataset.history", cfg.dataset.history, HISTORY_MODES),
                                 ("prompt.format", cfg.prompt.format, (*PROMPT_FORMATS, None))):
         if value not in allowed:
             problems.append(f"{key} must be one of {list(allowed)}, got {value!r}")
@@ -322,6 +333,7 @@ def _check_choices(cfg: ToolsweepConfig) -> list[str]:
 
 def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
     checks = (("dataset.limit", cfg.dataset.limit, 1, True),
+              ("dataset.history_k", cfg.dataset.history_k, 0, False),
               ("decoding.max_new_tokens", cfg.decoding.max_new_tokens, 1, False),
               ("model.tensor_parallel_size", cfg.model.tensor_parallel_size, 1, False),
               ("model.max_model_len", cfg.model.max_model_len, 2, True),

@@ -39,8 +39,12 @@ class RunFailed(ToolsweepError):
 
 
 def load_samples(cfg: ToolsweepConfig) -> pl.DataFrame:
-    """The canonical sample table of the configured benchmark."""
-    return load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, cfg.dataset.limit)
+    """The canonical sample table of the configured benchmark, its history ablated as configured."""
+    from inference.history import ablate_table
+
+    table = load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, cfg.dataset.limit)
+    data = cfg.dataset
+    return ablate_table(table, data.history, data.history_k, data.drop_ratings, data.history_seed, data.name)
 
 
 @dataclass(frozen=True)

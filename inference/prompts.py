@@ -22,7 +22,6 @@ from inference.schemas import backend_schema, call_schema, cap_strings, compact_
 from inference.toolcalls import CallFormat, native_call_schema, tool_block
 
 TOO_LONG = "too_long"
-_HISTORY_START = "Interaction history is:\n"
 _SYSTEM_PROBE, _USER_PROBE = "<<toolsweep-system>>", "<<toolsweep-user>>"
 _TOOL_PROBE = "toolsweep_probe_tool"
 
@@ -70,18 +69,13 @@ def build_messages(system: str, user: str, fold_system: bool) -> list[dict[str, 
 
 def drop_history(system: str, count: int) -> str | None:
     """The system prompt with its `count` oldest history items removed (None: no history found)."""
-    start = system.find(_HISTORY_START)
-    if start < 0 or count <= 0:
-        return None if start < 0 else system
-    at = start + len(_HISTORY_START)
-    try:
-        items, end = json.JSONDecoder().raw_decode(system, at)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(items, list) or count > len(items):
-        return None
-    # The benchmark writes the history with json.dumps defaults and raw UTF-8.
-    return system[:at] + json.dumps(items[count:], ensure_ascii=False) + system[end:]
+    from inference.history import join_history, split_history
+
+    parts = split_history(system)
+    if parts is None or count <= 0:
+        return None if parts is None else system
+    head, items, tail = parts
+    return None if count > len(items) else join_history(head, items[count:], tail)
 
 
 def native_turns(native_system: str | None, tool_specs: str, template_tools: bool) -> tuple[str | None, Any]:

@@ -87,12 +87,13 @@ def test_failed_job_keeps_its_reason(sweep_dir):
 
 def test_write_leaderboard_files(sweep_dir):
     paths = write_leaderboard(sweep_dir)
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "report.html"]
     assert pq.read_schema(paths[0]).names == list(LEADERBOARD_SCHEMA)
     assert pl.read_parquet(paths[0]).equals(build_leaderboard(sweep_dir))
     markdown = paths[1].read_text(encoding="utf-8")
-    assert re.search(r"\| 0 \| checkpoint-500 \| 500 \| all \| official \| 37\.5% \[\d+\.\d, \d+\.\d\] \|", markdown)
-    assert "| 2 | checkpoint-1500 | 1500 | all |  |  |  |  | failed | CUDA out of memory |" in markdown
+    assert re.search(r"\| 0 \| model\.path=checkpoint-500 \| checkpoint-500 \| 500 \| all \| official \| 37\.5% "
+                     r"\[\d+\.\d, \d+\.\d\] \|", markdown), "each job is named by the overrides that differ"
+    assert "| 2 | model.path=checkpoint-1500 | checkpoint-1500 | 1500 | all |  |  |  |  | failed | CUDA out of memory |" in markdown
     png = paths[2].read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
 
@@ -102,7 +103,7 @@ def test_jobs_without_steps_get_no_plot(tmp_path):
     for number, constraint in enumerate(("outlines", "none")):
         write_job(tmp_path, number, [f"decoding.constraint={constraint}"], samples, complete_job(None))
     paths = write_leaderboard(tmp_path)
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "report.html"]
     board = pl.read_parquet(paths[0])
     assert board["model_path"].unique().to_list() == ["/models/tiny"], "from run.json when job.json has none"
     assert board["step"].null_count() == board.height
@@ -115,7 +116,7 @@ def test_plot_separates_configurations(tmp_path):
         write_job(tmp_path, number, [f"model.path={path}", f"decoding.constraint={constraint}"],
                   make_samples({"p": ["call", "wrong"][: 1 + number % 2], "c": ["tool"]}), complete_job(path))
     paths = write_leaderboard(tmp_path)
-    assert paths[-1].name == "leaderboard.png" and paths[-1].read_bytes().startswith(PNG_MAGIC)
+    assert paths[-2].name == "leaderboard.png" and paths[-2].read_bytes().startswith(PNG_MAGIC)
     assert build_leaderboard(tmp_path)["step"].to_list()[::6] == [5, 5, 9, 9]
 
 

@@ -23,6 +23,7 @@ def test_regrade_reproduces_a_finished_run_exactly(tmp_path):
         assert pl.read_parquet(run / name).equals(frame), name
         assert read_metadata(run / name) == RUN_FACTS, f"{name} keeps the run facts"
     assert (run / "metrics.md").read_text(encoding="utf-8") == markdown
+    assert "<table id=\"headline\">" in (run / "report.html").read_text(encoding="utf-8"), "and writes report.html"
 
 
 def test_regrade_replaces_stale_grades(tmp_path):
@@ -50,8 +51,9 @@ def test_regrade_sweep_regrades_complete_jobs_and_writes_the_leaderboard(sweep_d
     (job / "metrics.parquet").unlink()
     paths = regrade_sweep(sweep_dir)
     assert pl.read_parquet(job / "metrics.parquet").equals(expected)
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "report.html"]
     assert not (sweep_dir / "2" / "metrics.parquet").exists(), "a failed job is left alone"
+    assert (job / "report.html").is_file() and not (sweep_dir / "2" / "report.html").exists()
 
 
 def test_cli_on_a_run_prints_the_metrics(tmp_path, capsys):
@@ -63,7 +65,7 @@ def test_cli_on_a_run_prints_the_metrics(tmp_path, capsys):
 def test_cli_on_a_sweep_prints_the_leaderboard(sweep_dir, capsys):
     assert main([str(sweep_dir)]) == 0
     out = capsys.readouterr().out
-    assert "| 2 | checkpoint-1500 | 1500 | all |  |" in out and "CUDA out of memory" in out
+    assert "| 2 | model.path=checkpoint-1500 | checkpoint-1500 | 1500 | all |  |" in out and "CUDA out of memory" in out
     assert str(sweep_dir / "leaderboard.png") in out
 
 

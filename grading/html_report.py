@@ -1,0 +1,283 @@
+"""report.html: one page a person opens, per run, per sweep and per comparison.
+
+The page is a single self-contained file: CSS inline, figures as base64 PNG data URIs, no script
+and no link to anything outside it, so it opens offline and survives being mailed. Its tables
+are the cells of the Markdown reports (grading.report, grading.tables), so a number reads the
+same in metrics.md and report.html; its layout is the Jinja2 templates in grading/templates/.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import jinja2
+import polars as pl
+
+from grading.diagnosis import TOOL_OUTCOMES
+from grading.errors import GradingError
+from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_figure
+from grading.files import atomic_write_text
+from grading.metrics import POOLED, setting_order
+from grading.plots import PLOT_PARSER, ordered_settings, step_figure
+from grading.report import metrics_cells
+from grading.scoring import Metric, Scorer, scorer_of
+from grading.tables import (board_scorers, comparison_cells, job_labels, leaderboard_cells, override_pairs,
+                            shown_metrics)
+
+REPORT = "report.html"
+HISTORY_KEY = "dataset.history"
+"""The override whose values the sweep report's history ablation compares."""
+FLIPS_SHOWN = 20
+OUTPUT_CHARS = 600
+_DPI = 100
+
+
+def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> Path:
+    """RUN_DIR/report.html from samples.parquet, metrics.parquet, run.json and, when present,
+    slices.parquet. `facts` stands in for run.json, which a run writes after its reports."""
+    run_dir = Path(run_dir)
+    samples = pl.read_parquet(run_dir / "samples.parquet")
+    metrics = pl.read_parquet(run_dir / "metrics.parquet")
+    scorer = scorer_of(samples)
+    facts = dict(facts) if facts is not None else _read_json(run_dir / "run.json")
+    slices_path = run_dir / "slices.parquet"
+    slices = pl.read_parquet(slices_path) if slices_path.is_file() else None
+    model = (facts.get("model") or {}).get("name") or run_dir.name
+    page = {"title": f"{model} on {scorer.name}", "where": str(run_dir.resolve()),
+            "facts": run_facts(facts, scorer.name, samples),
+            "headline": _table("headline", *metrics_cells(metrics, scorer)),
+            "definitions": [(m.name, m.description) for m in scorer.metrics if m.description],
+            "outcomes": _outcomes(samples, scorer), "slices": _slices(slices, scorer)}
+    return _render("run.html.j2", page, run_dir / REPORT)
+
+
+def write_sweep_report(sweep_dir: Path) -> Path:
+    """SWEEP_DIR/report.html from leaderboard.parquet: the board with each job named by its
+    differing overrides, metrics against step, and the history ablation when jobs vary it."""
+    sweep_dir = Path(sweep_dir)
+    board = pl.read_parquet(sweep_dir / "leaderboard.parquet")
+    jobs = board.unique("job", maintain_order=True).sort("job")
+    labels = dict(zip(jobs["job"].to_list(), job_labels(jobs["overrides"].fill_null("").to_list())))
+    header, rows = leaderboard_cells(board)
+    failed = ["failed" if s == "failed" else "" for s in board["status"].to_list()]
+    metrics = shown_metrics(board_scorers(board))
+    where = sweep_dir.resolve()
+    figures = []
+    stepped = board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null())
+    if stepped.height and metrics:
+        title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
+        figures.append(_figure("by_step", step_figure(stepped, metrics[:3], title, REPORT),
+                               f"{', '.join(m.name for m in metrics[:3])} against training step per setting"))
+    if metrics and (ablation := _history(board, labels, metrics[0])) is not None:
+        figures.append(ablation)
+    page = {"title": f"sweep {where.parent.name}/{where.name}", "where": str(where),
+            "n_jobs": jobs.height, "n_failed": jobs.filter(pl.col("status") == "failed").height,
+            "jobs": [(job, labels[job]) for job in labels],
+            "board": _table("leaderboard", header, rows, failed),
+            "figures": figures}
+    return _render("sweep.html.j2", page, sweep_dir / REPORT)
+
+
+def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Path,
+                         run_a: Path, run_b: Path) -> Path:
+    """OUT_DIR/report.html: the paired comparison and the most instructive flips, both outputs side by side."""
+    samples_a, samples_b = _samples_of(Path(run_a)), _samples_of(Path(run_b))
+    scorer = scorer_of(samples_a)
+    shown = instructive_flips(flips, samples_a, samples_b, scorer)
+    page = {"title": f"{_run_name(Path(run_b))} vs {_run_name(Path(run_a))}", "run_a": str(run_a),
+            "run_b": str(run_b), "scorer": scorer.name, "n_samples": samples_a.height,
+            "comparison": _table("comparison", *comparison_cells(comparison, scorer)),
+            "n_flipped": flips["sample_id"].n_unique(), "flips": shown, "output_chars": OUTPUT_CHARS}
+    return _render("compare.html.j2", page, Path(out_dir) / REPORT)
+
+
+def instructive_flips(flips: pl.DataFrame, samples_a: pl.DataFrame, samples_b: pl.DataFrame,
+                      scorer: Scorer, limit: int = FLIPS_SHOWN) -> list[dict[str, Any]]:
+    """Up to `limit` flipped samples, one entry each, the most telling first: those where one run
+    got the grade fully right (1) and the other wrong (0), then those that flipped in the most
+    readings and metrics. Each entry has both outputs, truncated to OUTPUT_CHARS."""
+    if flips.height == 0:
+        return []
+    flipped = flips["sample_id"].unique().to_list()
+    rows_a = {r["sample_id"]: r for r in samples_a.filter(pl.col("sample_id").is_in(flipped)).iter_rows(named=True)}
+    rows_b = {r["sample_id"]: r for r in samples_b.filter(pl.col("sample_id").is_in(flipped)).iter_rows(named=True)}
+    sources = {m.name: m.sources[0] for m in scorer.metrics if m.per_sample}
+    found: dict[str, dict[str, Any]] = {}
+    for flip in flips.iter_rows(named=True):
+        column = f"{flip['parser']}_{sources.get(flip['metric'], '')}"
+        a, b = rows_a[flip["sample_id"]].get(column), rows_b[flip["sample_id"]].get(column)
+        entry = found.setdefault(flip["sample_id"], {"sample_id": flip["sample_id"], "setting": flip["setting"],
+                                                      "directions": set(), "flipped": [], "decisive": False})
+        entry["directions"].add(flip["direction"])
+        entry["flipped"].append((flip["parser"], flip["metric"]))
+        entry["decisive"] |= {_number(a), _number(b)} == {0.0, 1.0}
+    ranked = sorted(found.values(), key=lambda e: (not e["decisive"], -len(e["flipped"]), e["sample_id"]))
+    return [{"sample_id": e["sample_id"], "setting": e["setting"], "decisive": e["decisive"],
+             "direction": " and ".join(sorted(e["directions"])), "flipped": _flipped(e["flipped"]),
+             "output_a": _truncated(rows_a[e["sample_id"]].get("output")),
+             "output_b": _truncated(rows_b[e["sample_id"]].get("output"))} for e in ranked[:limit]]
+
+
+def _flipped(pairs: list[tuple[str, str]]) -> str:
+    """(reading, metric) pairs as `official, json: tool_acc, call_acc` (readings with the same metrics merged)."""
+    by_reading: dict[str, list[str]] = {}
+    for reading, metric in pairs:
+        by_reading.setdefault(reading, []).append(metric)
+    merged: dict[tuple[str, ...], list[str]] = {}
+    for reading, metrics in by_reading.items():
+        merged.setdefault(tuple(metrics), []).append(reading)
+    return "; ".join(f"{', '.join(readings)}: {', '.join(metrics)}" for metrics, readings in merged.items())
+
+
+def run_facts(facts: Mapping[str, Any], scorer: str, samples: pl.DataFrame) -> list[tuple[str, str]]:
+    """(name, value) lines about a run from its run.json; absent facts are left out."""
+    model, prompt = facts.get("model") or {}, facts.get("prompt") or {}
+    walls, speed = facts.get("wall_s") or {}, facts.get("throughput") or {}
+    failed = int(samples["failure"].is_not_null().sum()) if "failure" in samples.columns else 0
+    lines = [("model", model.get("name")), ("model path", model.get("path")), ("scorer", facts.get("scorer") or scorer),
+             ("engine", facts.get("engine")), ("constraint", facts.get("constraint")),
+             ("structured-output backend", facts.get("backend")), ("prompt format", prompt.get("format")),
+             ("samples", f"{samples.height} ({failed} failed)"),
+             ("wall time", _walls(walls)), ("throughput", _speed(speed)), ("commit", facts.get("commit"))]
+    return [(name, str(value)) for name, value in lines if value not in (None, "")]
+
+
+def _walls(walls: Mapping[str, Any]) -> str:
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in walls.items() if k != "total" and isinstance(v, (int, float)))
+    total = walls.get("total")
+    return ((f"{total:.1f} s" if isinstance(total, (int, float)) else "") + (f" ({phases})" if phases else "")).strip()
+
+
+def _speed(speed: Mapping[str, Any]) -> str:
+    units = (("prompts_per_s", "prompts/s"), ("output_tokens_per_s", "output tokens/s"))
+    return ", ".join(f"{speed[k]} {unit}" for k, unit in units if speed.get(k) is not None)
+
+
+def _outcomes(samples: pl.DataFrame, scorer: Scorer) -> dict[str, Any] | None:
+    # The error taxonomy exists where the scorer diagnoses misses (PEToolBench's tool_outcome).
+    readings = [r for r in scorer.readings if f"{r}_tool_outcome" in samples.columns]
+    if not readings:
+        return None
+    settings = setting_order(samples)
+    counts = {r: [_outcome_counts(samples, s, r) for s in settings] for r in readings}
+    outcomes = [o for o in (*TOOL_OUTCOMES, UNDIAGNOSED) if any(c.get(o) for cs in counts.values() for c in cs)]
+    shares = {r: {o: [c.get(o, 0) / max(1, sum(c.values())) for c in counts[r]] for o in outcomes} for r in readings}
+    rows = [[r, s, str(sum(c.values())), *(f"{c.get(o, 0)} ({100 * c.get(o, 0) / max(1, sum(c.values())):.1f}%)"
+                                           for o in outcomes)]
+            for r in readings for s, c in zip(settings, counts[r])]
+    figure = _figure("outcomes", outcome_figure(shares, settings, outcomes),
+                     "share of samples per tool outcome, per setting and reading")
+    return {"figure": figure, "table": _table("outcomes", ["reading", "setting", "n", *outcomes], rows)}
+
+
+def _outcome_counts(samples: pl.DataFrame, setting: str, reading: str) -> dict[str, int]:
+    frame = samples if setting == POOLED else samples.filter(pl.col("setting") == setting)
+    values = frame[f"{reading}_tool_outcome"].fill_null(UNDIAGNOSED)
+    return dict(values.value_counts().iter_rows())
+
+
+def _slices(slices: pl.DataFrame | None, scorer: Scorer) -> list[dict[str, str]]:
+    """One figure per slice dimension: the headline metric per band, pooled settings, one reading."""
+    metric = next((m for m in scorer.metrics if m.headline), scorer.metrics[0] if scorer.metrics else None)
+    if slices is None or slices.height == 0 or metric is None or metric.name not in slices.columns:
+        return []
+    reading = PLOT_PARSER if PLOT_PARSER in scorer.readings else scorer.readings[0]
+    pooled = slices.filter((pl.col("setting") == POOLED) & (pl.col("parser") == reading))
+    figures = []
+    for name in pooled["slice"].unique(maintain_order=True).to_list():
+        rows = pooled.filter(pl.col("slice") == name)
+        caption = f"{name}: {metric.name} per band ({reading} reading, settings pooled, 95% CI)"
+        figures.append(_figure(f"slice-{name}", slice_figure(rows, metric, name), caption))
+    return figures
+
+
+def _history(board: pl.DataFrame, labels: Mapping[int, str], metric: Metric) -> dict[str, str] | None:
+    """Grouped bars of `metric` per setting per dataset.history value; None unless jobs differ in it."""
+    complete = board.filter(pl.col("status") == "complete")
+    history = {job: override_pairs(o or "").get(HISTORY_KEY, "(default)")
+               for job, o in zip(complete["job"].to_list(), complete["overrides"].to_list())}
+    if len(set(history.values())) < 2 or metric.name not in board.columns:
+        return None
+    reading = PLOT_PARSER if PLOT_PARSER in complete["parser"].to_list() else complete["parser"][0]
+    rows = complete.filter(pl.col("parser") == reading).with_columns(
+        pl.col("job").replace_strict(history, return_dtype=pl.String).alias("history"),
+        pl.col("job").replace_strict({j: _without(labels[j], HISTORY_KEY) for j in history},
+                                     return_dtype=pl.String).alias("variant"))
+    panels = {v: rows.filter(pl.col("variant") == v) for v in rows["variant"].unique(maintain_order=True)}
+    histories = list(dict.fromkeys(history.values()))
+    fig = history_figure(panels, metric, ordered_settings(rows), histories, reading)
+    return _figure("history", fig, f"history ablation: {metric.name} per setting for each {HISTORY_KEY} value")
+
+
+def _without(label: str, key: str) -> str:
+    return " ".join(p for p in label.split() if not p.startswith(f"{key}="))
+
+
+def _table(name: str, header: Sequence[str], rows: Sequence[Sequence[str]],
+           row_classes: Sequence[str] | None = None) -> dict[str, Any]:
+    classes = list(row_classes) if row_classes is not None else [""] * len(rows)
+    return {"id": name, "header": list(header),
+            "rows": [{"class": c, "cells": [{"text": t, "num": _numeric(t)} for t in cells]}
+                     for cells, c in zip(rows, classes)]}
+
+
+def _numeric(text: str) -> bool:
+    return bool(text) and (text[0].isdigit() or (text[0] in "+-<" and text[1:2].isdigit()))
+
+
+def _figure(name: str, fig: Any, alt: str) -> dict[str, str]:
+    """A figure as a base64 PNG data URI: the page needs no file beside it."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=_DPI)
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return {"id": name, "alt": alt, "src": f"data:image/png;base64,{encoded}"}
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    # Autoescaping: model outputs are arbitrary text and must never become markup.
+    return jinja2.Environment(loader=jinja2.PackageLoader("grading", "templates"), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _render(template: str, page: Mapping[str, Any], path: Path) -> Path:
+    return atomic_write_text(path, _environment().get_template(template).render(**page))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    # A run dir without run.json (killed before it finished) still gets its report, with fewer facts.
+    if not path.is_file():
+        return {}
+    try:
+        facts = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def _samples_of(run: Path) -> pl.DataFrame:
+    path = run if run.suffix == ".parquet" else run / "samples.parquet"
+    if not path.is_file():
+        raise GradingError(f"{run} holds no samples.parquet; pass a finished run dir or a complete job dir of a sweep")
+    return pl.read_parquet(path)
+
+
+def _run_name(run: Path) -> str:
+    return (run.parent if run.suffix == ".parquet" else run).resolve().name
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _truncated(text: str | None) -> str:
+    if text is None:
+        return ""
+    if len(text) <= OUTPUT_CHARS:
+        return text
+    return text[:OUTPUT_CHARS] + f" ... ({len(text) - OUTPUT_CHARS} more characters)"

@@ -1,0 +1,106 @@
+"""The cells of the sweep and comparison tables, shared by their Markdown and HTML reports.
+
+Each function returns (header, rows) of preformatted strings, so a number reads the same in
+leaderboard.md and report.html: shares as `41.2% [35.0, 47.1]`, scores as `4.20 [3.90, 4.45]`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import polars as pl
+
+from grading.report import percent_ci, value_ci
+from grading.scoring import Metric, Scorer, format_value, get_scorer
+
+Cells = tuple[list[str], list[list[str]]]
+
+
+def board_scorers(board: pl.DataFrame) -> list[Scorer]:
+    """The scorers of a board's complete jobs, in job order."""
+    return [get_scorer(n) for n in board["scorer"].drop_nulls().unique(maintain_order=True)]
+
+
+def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
+    """The metrics a board shows: each scorer's headline metrics, then its other CI metrics."""
+    ordered = [m for s in scorers for m in sorted(s.metrics, key=lambda m: not m.headline) if m.ci]
+    return list({m.name: m for m in ordered}.values())
+
+
+def leaderboard_cells(board: pl.DataFrame) -> Cells:
+    """The leaderboard's header and rows: each job named by the overrides that differ between the
+    jobs (`configuration`), metrics with their 95% bootstrap CI, failed jobs with their reason; a
+    judge column only where a judge scored, a history column only where a job ablated it."""
+    metrics = shown_metrics(board_scorers(board))
+    jobs = board.unique("job", maintain_order=True).sort("job")
+    names = dict(zip(jobs["job"].to_list(), job_labels(jobs["overrides"].fill_null("").to_list())))
+    judged = board["judge"].null_count() < board.height
+    ablated = board["history"].drop_nulls().unique().to_list() not in ([], ["full"])
+    header = ["job", "configuration", "model", *(["judge"] if judged else []), *(["history"] if ablated else []),
+              "step", "setting", "parser", *(m.name for m in metrics), "status", "reason"]
+    rows = [[str(r["job"]), names[r["job"]], r["model"] or "", *([r["judge"] or ""] if judged else []),
+             *([r["history"] or ""] if ablated else []),
+             "" if r["step"] is None else str(r["step"]), r["setting"], r["parser"] or "",
+             *(value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]) for m in metrics),
+             r["status"], r["reason"] or ""]
+            for r in board.iter_rows(named=True)]
+    return header, rows
+
+
+def job_labels(overrides: Sequence[str]) -> list[str]:
+    """A name per job: the `key=value` overrides that are not the same in every job (a path
+    shortened to its last part when that still tells the jobs apart, a key a job lacks shown
+    as `key=(default)`); a job that differs in nothing is named by all its overrides."""
+    parsed = [override_pairs(o) for o in overrides]
+    keys = list(dict.fromkeys(k for pairs in parsed for k in pairs))
+    differing = [k for k in keys if len({pairs.get(k) for pairs in parsed}) > 1]
+    short = {k: _shortened({pairs[k] for pairs in parsed if k in pairs}) for k in differing}
+    labels = []
+    for pairs in parsed:
+        kept = [f"{k}={short[k][pairs[k]] if k in pairs else '(default)'}" for k in differing]
+        labels.append(" ".join(kept) or " ".join(f"{k}={v}" for k, v in pairs.items()) or "(defaults)")
+    return labels
+
+
+def override_pairs(overrides: str) -> dict[str, str]:
+    # Hydra overrides: key=value, +key=value (append), ++key=value (force), ~key (delete).
+    pairs = {}
+    for item in overrides.split():
+        key, sep, value = item.partition("=")
+        pairs[key.lstrip("+~")] = value.strip("'\"") if sep else "(removed)"
+    return pairs
+
+
+def _shortened(values: set[str]) -> dict[str, str]:
+    """Each value, or its last path part when those tell the values apart."""
+    tails = {v: Path(v.rstrip("/")).name or v for v in values}
+    return tails if len(set(tails.values())) == len(values) else {v: v for v in values}
+
+
+def comparison_cells(comparison: pl.DataFrame, scorer: Scorer) -> Cells:
+    """The comparison's header and rows, each metric on its own scale (shares in percent)."""
+    header = ["setting", "parser", "metric", "n", "a", "b", "diff [95% CI]", "a_only", "b_only", "p_value"]
+    metrics = {m.name: m for m in scorer.metrics}
+    rows = [[r["setting"], r["parser"], r["metric"], str(r["n"]),
+             format_value(metrics[r["metric"]], r["acc_a"]), format_value(metrics[r["metric"]], r["acc_b"]),
+             _signed(metrics[r["metric"]], r["diff"], r["ci_low"], r["ci_high"]),
+             _count(r["a_only"]), _count(r["b_only"]), _p_value(r["p_value"])]
+            for r in comparison.iter_rows(named=True)]
+    return header, rows
+
+
+def _signed(metric: Metric, diff: float | None, low: float | None, high: float | None) -> str:
+    if metric.scale == "share":
+        return percent_ci(diff, low, high, signed=True)
+    return value_ci(metric, diff, low, high)
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _p_value(p: float | None) -> str:
+    if p is None:
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
