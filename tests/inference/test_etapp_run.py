@@ -70,6 +70,7 @@ def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts
             sample["end_reason"]) == (2, 3, 3, 0, 0, "finish")
     assert sample["output"] == "Mild and dry in San Francisco today." and sample["clean"] is True
     assert sample["judge_listed_tools_called"] == 1.0
+    assert "tool_given/fc" in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
 
 
 def test_react_error_paths_nudges_and_the_turn_cap(tmp_path, etapp_data):
@@ -210,3 +211,22 @@ def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_pa
                               cwd=REPO, capture_output=True, text=True, timeout=120)
     assert compared.returncode == 0, compared.stderr
     assert "mean_turns" in compared.stdout
+
+
+def test_sequential_state_keeps_a_tools_tables_across_a_users_cases(tmp_path, etapp_data):
+    """etapp.state=sequential (upstream's replication mode): an event added in case 15 is still in
+    add_event_in_calendar's table in case 38, so the same slot conflicts; fresh per case it does not."""
+    event = {"title": "Board review", "description": "quarterly", "start_time": "2024-09-10 23:00:00",
+             "end_time": "2024-09-10 23:30:00"}
+    script = [{"sample_id": f"tool_given/fc/John_Doe-{i}", "turn": 1,
+               "calls": [{"name": "add_event_in_calendar", "arguments": event}]} for i in (15, 38)]
+    overrides = ["etapp.users=[John_Doe]", "etapp.instructions=[15,38]", "etapp.methods=[fc]",
+                 "dataset.settings=[tool_given]", "judge.enabled=false"]
+    seen = {}
+    for state in ("tool", "sequential"):
+        done = toolsweep(tmp_path / state, etapp_data, [*overrides, f"etapp.state={state}"], script)
+        assert done.returncode == 0, done.stderr
+        seen[state] = [r["observation"] for r in messages(tmp_path / state) if r["role"] == "tool"]
+    added = '{"status": "success", "message": "Event added successfully."}'
+    assert seen["tool"] == [added, added]
+    assert seen["sequential"][0] == added and "conflicting" in seen["sequential"][1]

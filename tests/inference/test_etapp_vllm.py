@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # the uninterrupted run took from the cache is recomputed after a restart, and at bf16 that can
 # flip a greedy token of a 135M model).
 SMOKE = ["dataset=etapp", "etapp.users=[James_Harrington,John_Doe]", "etapp.instructions=[1,7,8]",
-         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=128",
+         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=64",
          "decoding.constraint=xgrammar", "judge.analysis_chars=20", "judge.max_new_tokens=1024",
          "engine.cache=false", "judge.engine.cache=false", "engine.shard_size=3", "judge.engine.shard_size=3",
          "engine.enable_prefix_caching=false", "judge.engine.enable_prefix_caching=false"]

@@ -119,9 +119,11 @@ def _job_facts(sweep: Path, job: int) -> dict:
 
 @pytest.mark.vllm
 def test_a_killed_sweep_rerun_into_its_dir_keeps_resumes_and_runs(tmp_path, embedded_model, scratch_env):
-    """Kill a 3-job sweep during job 1 (after its first shard), rerun the same multirun into the
-    same sweep dir: job 0 is kept (no process, no engine call), job 1 resumes from its shard, job 2
-    runs; the leaderboard equals that of an uninterrupted sweep."""
+    """The paper's Figure 5 as one multirun (full, no and the last 3 history items; 5 records x 3
+    settings), killed during job 1 (after its first shard) and rerun into the same sweep dir: job 0
+    is kept (no process, no engine call), job 1 resumes from its shard, job 2 runs; the leaderboard
+    equals that of an uninterrupted sweep, names the ablation, and the report charts it with the
+    jobs' own numbers."""
     import os
     import signal
 
@@ -130,10 +132,10 @@ def test_a_killed_sweep_rerun_into_its_dir_keeps_resumes_and_runs(tmp_path, embe
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "models").symlink_to(cache_root() / "models", target_is_directory=True)
-    env = {**scratch_env, "TOOLSWEEP_CACHE": str(cache), "TOOLSWEEP_PAUSE_AT": "shard 2/2: generating",
+    env = {**scratch_env, "TOOLSWEEP_CACHE": str(cache), "TOOLSWEEP_PAUSE_AT": "shard 2/15: generating",
            "TOOLSWEEP_PAUSE_S": "3"}
-    args = [f"model.path={embedded_model}", "decoding.max_new_tokens=8,16,24", "dataset.limit=1",
-            "dataset.settings=[p,r]", "engine.shard_size=1"]
+    args = [f"model.path={embedded_model}", "dataset.history=full,none,last_k", "dataset.history_k=3",
+            "dataset.limit=5", "engine.shard_size=1"]
     sweep = tmp_path / "sweep"
     command = [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", *args]
     parent = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -141,7 +143,7 @@ def test_a_killed_sweep_rerun_into_its_dir_keeps_resumes_and_runs(tmp_path, embe
     job0_done = False
     for line in parent.stdout:
         job0_done = job0_done or line.startswith("[toolsweep] job 0/3: complete")
-        if job0_done and "shard 2/2: generating" in line:
+        if job0_done and "shard 2/15: generating" in line:
             break
     os.killpg(parent.pid, signal.SIGKILL)
     parent.wait()
@@ -154,8 +156,8 @@ def test_a_killed_sweep_rerun_into_its_dir_keeps_resumes_and_runs(tmp_path, embe
     assert "[toolsweep] job 0/3: complete (kept from an earlier run of this sweep)" in done.stdout
     assert (sweep / "0" / "job.log").stat().st_mtime_ns == job0_log, "job 0 was not run again"
     assert re.search(r"\[toolsweep\] job 2/3: complete in [\d.]+ s tool_acc [\d.]+%", done.stdout), done.stdout
-    assert _job_facts(sweep, 1)["engine_calls"] == 1 and _job_facts(sweep, 1)["stored_hits"] == 1
-    assert _job_facts(sweep, 2)["engine_calls"] == 2
+    assert _job_facts(sweep, 1)["engine_calls"] == 14 and _job_facts(sweep, 1)["stored_hits"] == 1
+    assert _job_facts(sweep, 2)["engine_calls"] == 15
 
     fresh = tmp_path / "uninterrupted"
     again = run_sweep(fresh, args, env={**env, "TOOLSWEEP_PAUSE_AT": ""})
@@ -164,3 +166,24 @@ def test_a_killed_sweep_rerun_into_its_dir_keeps_resumes_and_runs(tmp_path, embe
     resumed = pl.read_parquet(sweep / "leaderboard.parquet").drop(speeds)
     assert resumed.equals(pl.read_parquet(fresh / "leaderboard.parquet").drop(speeds))
     assert resumed["status"].unique().to_list() == ["complete"]
+    _check_history_ablation(sweep)
+
+
+def _check_history_ablation(sweep: Path) -> None:
+    from grading.scoring import format_value, get_scorer, metric_by_name
+
+    board = pl.read_parquet(sweep / "leaderboard.parquet")
+    assert board.unique("job").sort("job")["history"].to_list() == ["full", "none", "last_3"]
+    assert "| history |" in (sweep / "leaderboard.md").read_text().splitlines()[0]
+    report = (sweep / "report.html").read_text(encoding="utf-8")
+    assert "history ablation" in report and "dataset.history=none" in report
+    tool_acc = metric_by_name(get_scorer("petoolbench"), "tool_acc")
+    for job in range(3):
+        metrics = pl.read_parquet(sweep / str(job) / "metrics.parquet")
+        pooled = metrics.filter((pl.col("setting") == "all") & (pl.col("parser") == "official")).row(0, named=True)
+        assert pooled["n"] == 15
+        shown = format_value(tool_acc, pooled["tool_acc"])
+        assert shown in report and shown in (sweep / str(job) / "report.html").read_text(encoding="utf-8")
+    prompts = [pl.read_parquet(sweep / str(j) / "samples.parquet")["prompt_tokens"].sum() for j in range(3)]
+    assert prompts[0] > prompts[2] > prompts[1], "the ablations shorten the prompts"
+

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from grading.grades import grade
+from grading.html_report import write_run_report
 from grading.metrics import POOLED, summarize
 from grading.report import format_table, write_markdown, write_metrics, write_samples
 from grading.scoring import get_scorer
@@ -174,6 +175,7 @@ def finish(cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any], timer:
     write_samples(graded, run_dir, meta)
     write_metrics(metrics, scorer, run_dir, meta)
     write_markdown(metrics, scorer, run_dir)
+    write_run_report(run_dir, facts)
     print(format_table(metrics, scorer))
     print(f"\nrun dir: {run_dir}  ({timer.total():.1f}s)")
     return facts
