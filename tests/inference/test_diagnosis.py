@@ -101,6 +101,7 @@ def test_toolsweep_grade_adds_the_diagnosis_to_a_run_made_before_it(tmp_path):
     old = samples.drop("same_func_tools", "candidate_tools",
                        *[c for c in samples.columns if c.endswith(("_tool_outcome", "_param_outcome", "_param_keys"))])
     old.write_parquet(run / "samples.parquet")
+    (run / "slices.parquet").unlink()
     regraded = subprocess.run([sys.executable, "-m", "inference.regrade", str(run)], cwd=REPO, capture_output=True,
                               text=True, timeout=300)
     assert regraded.returncode == 0, regraded.stderr
@@ -108,6 +109,8 @@ def test_toolsweep_grade_adds_the_diagnosis_to_a_run_made_before_it(tmp_path):
     assert after["official_tool_outcome"].unique().to_list() == ["correct"]
     assert after["same_func_tools"].null_count() == 0 and after.height == samples.height
     assert "loading model" not in regraded.stderr
+    slices = pl.read_parquet(run / "slices.parquet")
+    assert {"category", "history_length"} <= set(slices["slice"]), "the slices come back too"
 
 
 def test_slices_of_the_real_file_cover_its_categories_history_bands_and_positions(real):
