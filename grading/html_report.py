@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -21,7 +20,7 @@ import polars as pl
 from grading.diagnosis import TOOL_OUTCOMES
 from grading.errors import GradingError
 from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_figure
-from grading.files import atomic_write_text
+from grading.files import atomic_write_text, read_facts
 from grading.metrics import POOLED, setting_order
 from grading.plots import PLOT_PARSER, ordered_settings, step_figure
 from grading.report import metrics_cells
@@ -44,7 +43,7 @@ def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> P
     samples = pl.read_parquet(run_dir / "samples.parquet")
     metrics = pl.read_parquet(run_dir / "metrics.parquet")
     scorer = scorer_of(samples)
-    facts = dict(facts) if facts is not None else _read_json(run_dir / "run.json")
+    facts = dict(facts) if facts is not None else read_facts(run_dir / "run.json")
     slices_path = run_dir / "slices.parquet"
     slices = pl.read_parquet(slices_path) if slices_path.is_file() else None
     model = (facts.get("model") or {}).get("name") or run_dir.name
@@ -249,15 +248,6 @@ def _render(template: str, page: Mapping[str, Any], path: Path) -> Path:
     return atomic_write_text(path, _environment().get_template(template).render(**page))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    # A run dir without run.json (killed before it finished) still gets its report, with fewer facts.
-    if not path.is_file():
-        return {}
-    try:
-        facts = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}
-    return facts if isinstance(facts, dict) else {}
 
 
 def _samples_of(run: Path) -> pl.DataFrame:

@@ -8,11 +8,12 @@ reason: a sweep's missing points must be visible.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from grading.files import read_facts
 
 from grading.html_report import write_sweep_report
 from grading.metrics import subset, summarize
@@ -72,7 +73,7 @@ def job_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer | None]:
 
 
 def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
-    run = _run_facts(job.path / "run.json")
+    run = read_facts(job.path / "run.json")
     samples = pl.read_parquet(job.path / "samples.parquet")
     scorer = scorer_of(samples)
     judge = run.get("judge") if isinstance(run.get("judge"), dict) else {}
@@ -114,15 +115,6 @@ def _job_fields(job: Job, model: dict[str, Any]) -> dict[str, Any]:
             "step": job_step(model_path, job.overrides), "overrides": " ".join(job.overrides)}
 
 
-def _run_facts(path: Path) -> dict[str, Any]:
-    # run.json only adds names and speeds; the grades come from samples.parquet.
-    if not path.is_file():
-        return {}
-    try:
-        facts = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}
-    return facts if isinstance(facts, dict) else {}
 
 
 def format_leaderboard(board: pl.DataFrame) -> str:
