@@ -18,14 +18,14 @@ from tests.conftest import REPO
 
 pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # 2 users x instructions 1, 7, 8; fc, tool-given, at most 4 turns. No cross-run cache: the killed
-# run must resume from its own run dir. Shards of 3 give each phase a middle to be killed in;
-# prefix caching off makes a resumed shard's numerics those of the uninterrupted run (a prefix
-# the uninterrupted run took from the cache is recomputed after a restart, and at bf16 that can
-# flip a greedy token of a 135M model).
+# run must resume from its own run dir. One request per shard gives each phase a middle to be
+# killed in, and makes every generation's numerics independent of what was batched with it (on
+# the CPU, vLLM's bf16 output for a request can change with the batch around it, and a batch's
+# timing differs between processes); prefix caching off does the same for cached prefixes.
 SMOKE = ["dataset=etapp", "etapp.users=[James_Harrington,John_Doe]", "etapp.instructions=[1,7,8]",
-         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=64",
-         "decoding.constraint=xgrammar", "judge.analysis_chars=20", "judge.max_new_tokens=1024",
-         "engine.cache=false", "judge.engine.cache=false", "engine.shard_size=3", "judge.engine.shard_size=3",
+         "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4", "etapp.max_new_tokens=32",
+         "decoding.constraint=xgrammar", "judge.analysis_chars=8", "judge.max_new_tokens=1024",
+         "engine.cache=false", "judge.engine.cache=false", "engine.shard_size=1", "judge.engine.shard_size=1",
          "engine.enable_prefix_caching=false", "judge.engine.enable_prefix_caching=false"]
 
 
@@ -84,17 +84,17 @@ def _scores(run_dir: Path) -> pl.DataFrame:
 
 def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, finished, etapp_data, scratch_env):
     run_dir = tmp_path / "run"
-    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/2")   # agent: after its first shard of 2
+    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/6")   # agent: after its first shard of 6
     assert not (run_dir / "trajectories.parquet").exists() and list((run_dir / "parts").glob("part-*"))
-    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/2")   # the agent resumes and ends; judge: after 1 of 2
+    _kill_at(run_dir, etapp_data, scratch_env, "shard 2/6")   # the agent resumes (5 shards) and ends; judge: after 1 of 6
     agent = json.loads((run_dir / "etapp" / "agent.json").read_text())
-    assert agent["generation"]["stored_hits"] == 3 and agent["generation"]["engine_calls"] >= 3, agent
+    assert agent["generation"]["stored_hits"] == 1 and agent["generation"]["engine_calls"] >= 5, agent
     done = subprocess.run(_command(run_dir, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
                           text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((run_dir / "etapp" / "agent.json").read_text())["generation"]["engine_calls"] == 0
     judge = json.loads((run_dir / "etapp" / "judge.json").read_text())["generation"]
-    assert judge["stored_hits"] >= 3, judge
+    assert judge["stored_hits"] >= 1, judge
     assert pl.read_parquet(run_dir / "trajectories.parquet").equals(pl.read_parquet(finished / "trajectories.parquet"))
     assert _scores(run_dir).equals(_scores(finished))
 

@@ -147,7 +147,7 @@ def run_judge(items: list[Item], generate: Any, tokenizer: Any, max_len: int, ju
             tokens["output_tokens"] += generation.output_tokens or 0
             item.result = _read(item, generation, attempt, len(request.prompt_token_ids))
         pending = [i for i, _ in asked if i.result["judge_error"] is not None]
-        chars = max(chars // 2, 20)
+        chars = max(chars // 2, 1)
         if not pending:
             break
     return tokens
