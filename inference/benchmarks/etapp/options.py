@@ -36,8 +36,9 @@ class EtappConfig:
 
     def problems(self) -> list[str]:
         """Every invalid value, with the fix."""
-        found = [f"etapp.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}"
-                 for _ in [0] if not self.methods or any(m not in METHODS for m in self.methods)]
+        found = []
+        if not self.methods or any(m not in METHODS for m in self.methods):
+            found.append(f"etapp.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
         if self.state not in STATES:
             found.append(f"etapp.state must be one of {list(STATES)}, got {self.state!r}")
         for key in ("max_turns", "max_new_tokens", "max_calls_per_response", "max_calls_per_case",

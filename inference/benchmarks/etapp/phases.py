@@ -71,7 +71,7 @@ def agent_phase(cfg: ToolsweepConfig, run_dir: Path) -> dict[str, Any]:
         tokenizer = pipeline.load_tokenizer(cfg.model.path) if cfg.engine.loads_model else None
         max_len = pipeline.context_length(cfg) if tokenizer is not None else 1 << 30
         render = template_renderer(tokenizer) if tokenizer is not None else no_render
-    ids = [f"{s}/{m}/{c.case_id}" for s in cfg.dataset.settings for m in cfg.etapp.methods for c in cases]
+    ids = list(ids_order(cfg, cases))
     if cfg.engine.loads_model:
         generate, stats = pipeline.store_generator(cfg, run_dir, max_len, ids, timer)
     else:
@@ -141,7 +141,8 @@ def run_episodes(cfg: ToolsweepConfig, cases: list[Case], context: Context, gene
                     batch.append(new_episode(case, s, m, context, sandboxes[key]))
         run_turns(batch, generate, render, limits, grammar, progress)
         episodes += batch
-    return sorted(episodes, key=lambda e: ids_order(cfg, cases)[e.sample_id])
+    order = ids_order(cfg, cases)  # once: sorting calls the key per episode
+    return sorted(episodes, key=lambda e: order[e.sample_id])
 
 
 def ids_order(cfg: ToolsweepConfig, cases: list[Case]) -> dict[str, int]:
