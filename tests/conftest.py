@@ -58,6 +58,24 @@ def embedded_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, embedded_model) -> Path:
+    """A seeded random 2-layer Llama with the embedded model's tokenizer and chat template, built
+    once per test run (a few seconds): the real engine runs it on real prompts in milliseconds a
+    step, for tests whose subject is the pipeline, not the model's answers."""
+    from inference.models import TINY_NAME, prepare_tiny_model
+
+    return prepare_tiny_model(tmp_path_factory.mktemp("models") / TINY_NAME)
+
+
+def tiny_args(model: Path | str, vllm: bool = True) -> list[str]:
+    """Overrides that run `model` (the tiny one; a sweep passes several folders joined by commas)
+    with short answers and, in-process (`vllm`), a small KV cache: its tokens are noise, so more
+    of them prove nothing, and zero-filling 2 GiB of cache would cost more than its generations."""
+    return ["model=local", f"model.path={model}", "decoding.max_new_tokens=16",
+            *(["engine.cpu_kvcache_gib=0.0625"] if vllm else [])]
+
+
+@pytest.fixture(scope="session")
 def scratch_env(tmp_path_factory, embedded_model) -> dict[str, str]:
     """Environment for child processes: vLLM caches and temp files under pytest's tmp dir."""
     from inference.models import cache_root
@@ -67,4 +85,14 @@ def scratch_env(tmp_path_factory, embedded_model) -> dict[str, str]:
     (root / "cache").mkdir()
     (root / "cache" / "models").symlink_to(cache_root() / "models", target_is_directory=True)
     return {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
-            "TOOLSWEEP_CACHE": str(root / "cache"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+            "TOOLSWEEP_CACHE": str(root / "cache"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **core_binding()}
+
+
+def core_binding() -> dict[str, str]:
+    """Under pytest-xdist each worker's engines get a core of their own: two engines whose OpenMP
+    threads both spin on every core slow each other down far more than they gain."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return {}
+    core = str(int(worker[2:]) % (os.cpu_count() or 1))
+    return {"VLLM_CPU_OMP_THREADS_BIND": core, "OMP_NUM_THREADS": "1"}

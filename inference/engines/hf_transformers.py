@@ -7,6 +7,7 @@ wrapper), compiled by the chosen backend (outlines_core, xgrammar or llguidance)
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from inference.console import progress
@@ -61,11 +62,11 @@ class TransformersEngine:
     def _generate_one(self, request: Request) -> Generation:
         if self._constraint == "none" or request_grammar(request, "outlines") is None:
             return self._free(request)
-        text = self._generator(_regex(request))(
-            request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
+        regex = _regex(request)
+        text = self._generator(regex)(request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
         tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return Generation(request.sample_id, text,
-                          "length" if tokens >= self._max_new_tokens else "stop", tokens)
+        return Generation(request.sample_id, text, _constrained_finish(regex, text, tokens, self._max_new_tokens),
+                          tokens)
 
     def _sampling(self) -> dict[str, Any]:
         if self._temperature == 0:
@@ -95,6 +96,16 @@ class TransformersEngine:
             self._generators[regex] = outlines.Generator(
                 model, Regex(regex), backend=_OUTLINES_BACKENDS[self._constraint])
         return self._generators[regex]
+
+
+def _constrained_finish(regex: str, text: str, tokens: int, max_new_tokens: int) -> str:
+    """`stop` when the answer is a whole match of its grammar, `length` when it was cut. Counting
+    the text's tokens again cannot tell: a cut answer often re-tokenizes into fewer tokens than
+    were generated (a 48-token cut string read back as 41 and passed for finished)."""
+    try:
+        return "stop" if re.fullmatch(regex, text) else "length"
+    except re.error:  # a construct Python's re lacks: fall back to the count
+        return "length" if tokens >= max_new_tokens else "stop"
 
 
 def _regex(request: Request) -> str:

@@ -22,7 +22,7 @@ from inference.models import cache_root
 from inference.toolcalls import grammar_key, grammar_spec
 
 
-def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int) -> bool:
+def configure_environment(compile_timeout_s: int) -> bool:
     """Set vLLM's environment before it is imported; returns True when running on CPU."""
     import torch
 
@@ -32,7 +32,6 @@ def configure_environment(cpu_kvcache_gib: int, compile_timeout_s: int) -> bool:
         # vLLM's default binding keeps one core for itself: on a 2-core machine a 32-prompt
         # batch took 46 s instead of 29 s.
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kvcache_gib))
         # In-process engine core: starts in 3-7 s, and a killed run leaves no orphaned
         # engine process holding both cores.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -51,8 +50,8 @@ class VLLMEngine:
                  tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
                  enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
                  max_num_batched_tokens: int | None,
-                 cpu_kvcache_gib: int, compile_timeout_s: int, enable_prefix_caching: bool | None = None) -> None:
-        on_cpu = configure_environment(cpu_kvcache_gib, compile_timeout_s)
+                 cpu_kvcache_gib: float, compile_timeout_s: int, enable_prefix_caching: bool | None = None) -> None:
+        on_cpu = configure_environment(compile_timeout_s)
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -66,6 +65,10 @@ class VLLMEngine:
             options["max_num_batched_tokens"] = max_num_batched_tokens
         if enable_prefix_caching is not None:
             options["enable_prefix_caching"] = enable_prefix_caching
+        if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            # In bytes rather than VLLM_CPU_KVCACHE_SPACE's whole GiB: the cache is zero-filled
+            # at start-up (about 1.5 s a GiB here), which a small model should not pay for 2 GiB.
+            options["kv_cache_memory_bytes"] = int(cpu_kvcache_gib * 2**30)
         self._lora = None
         if lora:
             from vllm.lora.request import LoRARequest

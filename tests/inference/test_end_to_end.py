@@ -15,7 +15,7 @@ from grading.report import read_metadata, sample_schema
 from grading.scoring import get_scorer
 from inference.gold import gold_outputs, write_predictions
 from inference.benchmarks.petoolbench import load_petoolbench
-from tests.conftest import REPO, SAMPLE
+from tests.conftest import REPO, SAMPLE, tiny_args
 
 TOOLSWEEP = [sys.executable, "-m", "inference.cli"]
 METRICS = ("tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage")
@@ -103,14 +103,18 @@ def test_user_errors_exit_2_with_one_message(tmp_path):
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("constraint", ["outlines", "none"])
-def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_env, constraint):
-    """Real vLLM CPU engine, embedded SmolLM2, two records per setting of the bundled sample."""
+def test_vllm_cpu_engine_with_embedded_model(tmp_path, request, scratch_env, constraint):
+    """Real vLLM CPU engine, one record per setting of the bundled sample. Under outlines the
+    embedded SmolLM2's answers are the subject (a call to a candidate, in the compact form the
+    constraint writes); free decoding checks only the run around the answers (rows, run facts,
+    the quiet console), so the tiny seeded model serves it."""
     run_dir = tmp_path / "run"
-    done = run_toolsweep(run_dir, ["dataset.limit=2", f"decoding.constraint={constraint}"], env=scratch_env)
+    model = [] if constraint == "outlines" else tiny_args(request.getfixturevalue("tiny_model"))
+    done = run_toolsweep(run_dir, [*model, "dataset.limit=1", f"decoding.constraint={constraint}"], env=scratch_env)
     assert done.returncode == 0, done.stderr[-4000:]
     samples = pl.read_parquet(run_dir / "samples.parquet")
     assert list(samples.columns) == list(sample_schema(get_scorer("petoolbench")))
-    assert samples["sample_id"].to_list() == [f"{s}-{i}" for s in "prc" for i in (900001, 900002)]
+    assert samples["sample_id"].to_list() == [f"{s}-900001" for s in "prc"]
     assert samples["finish_reason"].is_in(["stop", "length"]).all()
     assert (samples["prompt_tokens"] > 300).all() and (samples["output_tokens"] > 0).all()
     facts = json.loads((run_dir / "run.json").read_text())
@@ -128,7 +132,7 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_e
     assert read_metadata(run_dir / "metrics.parquet")["toolsweep_run"]["backend"] == constraint
     if constraint == "outlines":
         tools = {row["sample_id"]: [t["tool_name"] for t in json.loads(row["tools"])]
-                 for row in load_petoolbench(SAMPLE, ["p", "r", "c"], 2).iter_rows(named=True)}
+                 for row in load_petoolbench(SAMPLE, ["p", "r", "c"], 1).iter_rows(named=True)}
         for sample_id, output, reason in samples.select("sample_id", "output", "finish_reason").iter_rows():
             assert "\n" not in output and not re.search(r'[{,:]\s|\s[}]', output.split('"parameters":')[0])
             name = re.match(r'\{"tool_name":"(.*?)","parameters":\{', output)
@@ -137,17 +141,21 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_e
                 assert json.loads(output)["tool_name"] in tools[sample_id]
 
 
-def test_transformers_engine_with_outlines_constraint(tmp_path, embedded_model, scratch_env):
-    """HF generate + the outlines library on one sample: compact JSON naming a candidate tool."""
+def test_transformers_engine_with_outlines_constraint(tmp_path, tiny_model, scratch_env):
+    """HF generate + the outlines library on one sample, on the tiny seeded model: its logits are
+    noise, so an answer that is compact JSON naming a candidate tool is the constraint's doing
+    (a trained model might write one unconstrained)."""
     run_dir = tmp_path / "run"
-    done = run_toolsweep(run_dir, ["engine=transformers", "dataset.limit=1", "dataset.settings=[p]"],
-                         env=scratch_env)
+    done = run_toolsweep(run_dir, [*tiny_args(tiny_model, vllm=False), "engine=transformers", "dataset.limit=1",
+                                   "dataset.settings=[p]", "decoding.max_new_tokens=48"], env=scratch_env)
     assert done.returncode == 0, done.stderr[-4000:]
     row = pl.read_parquet(run_dir / "samples.parquet").row(0, named=True)
     candidates = [t["tool_name"] for t in json.loads(load_petoolbench(SAMPLE, ["p"], 1)["tools"][0])]
-    assert row["finish_reason"] == "stop", row
-    assert json.loads(row["output"])["tool_name"] in candidates
-    assert row["official_valid"] and row["json_valid"]
+    name = re.match(r'\{"tool_name":"(.*?)","parameters":\{', row["output"])
+    assert name and json.loads(f'"{name.group(1)}"') in candidates, row["output"]
+    assert row["finish_reason"] in ("stop", "length") and row["output_tokens"] > 0, row
+    # noise rarely closes the call in 48 tokens: `stop` only for a whole call, a cut one is `length`
+    assert (row["finish_reason"] == "stop") == row["json_valid"] == row["official_valid"], row
     assert json.loads((run_dir / "run.json").read_text())["engine"] == "transformers"
 
 

@@ -1,5 +1,9 @@
 """engine=openai: a real vLLM server on 127.0.0.1 gives the in-process engine's greedy outputs;
-retries and failure rows against a small local HTTP server."""
+retries and failure rows against a small local HTTP server.
+
+Both engines serve the tiny seeded model: the test is about the request path (token ids, the
+structured-output field, sampling fields, reading the answer back), and equality of greedy
+outputs holds for noise as it does for a trained model, at a tenth of the start-up."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import pytest
 from inference.engines import Request
 from inference.engines.openai_server import OpenAIEngine, ServerUnreachable, _call
 from inference.errors import EngineError
+from tests.conftest import tiny_args
 from tests.inference.test_end_to_end import run_toolsweep
 
 KEY = "local-test-key"
@@ -33,12 +38,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def vllm_server(embedded_model, scratch_env, tmp_path_factory):
+def vllm_server(tiny_model, scratch_env, tmp_path_factory):
     """`vllm serve` (its module entry point: the CPU wheel's `vllm` script cannot find its own
-    version) with the embedded model, float32, outlines, an API key; stopped after the tests."""
+    version) with the tiny model, float32, outlines, an API key; stopped after the tests."""
     port, log = _free_port(), tmp_path_factory.mktemp("server") / "server.log"
-    env = {**scratch_env, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}"}
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(embedded_model),
+    env = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}", **scratch_env}
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
+               "--kv-cache-memory-bytes", str(2**26),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager", "--seed", "0",
                "--structured-outputs-config", '{"backend": "outlines"}', "--api-key", KEY]
     with open(log, "wb") as out:
@@ -61,12 +67,12 @@ def vllm_server(embedded_model, scratch_env, tmp_path_factory):
 
 
 @pytest.mark.vllm
-def test_server_engine_outputs_equal_the_in_process_engine(tmp_path, vllm_server, scratch_env):
-    common = ["dataset.limit=1", "model.dtype=float32", "engine.cache=false"]
-    local = run_toolsweep(tmp_path / "local", common, env=scratch_env)
+def test_server_engine_outputs_equal_the_in_process_engine(tmp_path, vllm_server, tiny_model, scratch_env):
+    common = [*tiny_args(tiny_model, vllm=False), "dataset.limit=1", "model.dtype=float32", "engine.cache=false"]
+    local = run_toolsweep(tmp_path / "local", [*common, "engine.cpu_kvcache_gib=0.0625"], env=scratch_env)
     assert local.returncode == 0, local.stderr[-3000:]
     remote = run_toolsweep(tmp_path / "remote", [*common, "engine=openai", f"engine.base_url={vllm_server}",
-                                                 "engine.revision=smollm2-test"],
+                                                 "engine.revision=tiny-test"],
                            env={**scratch_env, "OPENAI_API_KEY": KEY})
     assert remote.returncode == 0, remote.stderr[-3000:]
     columns = ["sample_id", "output", "finish_reason", "output_tokens", "official_call_ok"]

@@ -1,4 +1,9 @@
-"""Crash safety: SIGKILL a real vLLM run at five points; each rerun completes with identical results."""
+"""Crash safety: SIGKILL a real vLLM run at five points; each rerun completes with identical results.
+
+The subject is the run dir's store, not the model's answers: the real engine runs the tiny seeded
+model (tests/conftest.py), on the bundled sample's real prompts, unconstrained (no grammar compile
+to wait for) and with 64-token answers, so that a shard's generation lasts long enough (about
+1.5 s here) for the mid-shard kill, 0.3 s after the shard starts, to land inside it."""
 
 from __future__ import annotations
 
@@ -14,30 +19,37 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, tiny_args
 
+# both tests read the module's baseline run: one pytest-xdist worker runs them, and it, once
+pytestmark = pytest.mark.xdist_group("resume_baseline")
 # TOOLSWEEP_KILL_TEST_ARGS swaps the data, e.g. "dataset=petoolbench dataset.path=... dataset.limit=10"
 DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=1"))
-ARGS = [*DATA_ARGS, "engine.shard_size=1", "engine.cache=false"]
+ARGS = [*DATA_ARGS, "engine.shard_size=1", "engine.cache=false", "decoding.constraint=none"]
 
 # (id, marker on stderr, pause there?, seconds to wait before SIGKILL)
 KILL_POINTS = [
-    ("model_load", "loading model", False, 2.0),
-    ("mid_shard", "shard 2/", False, 2.0),
+    ("model_load", "loading model", False, 1.0),
+    ("mid_shard", "shard 2/", False, 0.3),
     ("between_shards", "shard 1/", True, 0.0),
     ("after_last_shard", "writing reports", True, 0.0),
     ("during_final_write", "wrote samples.parquet", True, 0.0),
 ]
 
 
-def _command(run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", *ARGS]
+@pytest.fixture(scope="session")
+def args(tiny_model) -> list[str]:
+    return [*tiny_args(tiny_model), *ARGS, "decoding.max_new_tokens=64"]
 
 
-def _kill_at(run_dir: Path, env: dict[str, str], marker: str, pause: bool, delay: float) -> str:
+def _command(run_dir: Path, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", *args]
+
+
+def _kill_at(run_dir: Path, args: list[str], env: dict[str, str], marker: str, pause: bool, delay: float) -> str:
     """Start a run, SIGKILL its process group once `marker` (+ delay) is reached; return its stderr."""
     env = {**env, **({"TOOLSWEEP_PAUSE_AT": marker, "TOOLSWEEP_PAUSE_S": "120"} if pause else {})}
-    child = subprocess.Popen(_command(run_dir), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+    child = subprocess.Popen(_command(run_dir, args), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     seen = []
     deadline = time.time() + 900
@@ -57,25 +69,28 @@ def _rows(run_dir: Path) -> pl.DataFrame:
     return pl.read_parquet(run_dir / "samples.parquet").select("sample_id", "output", "finish_reason", "failure")
 
 
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory, embedded_model, scratch_env):
+# session scope: under pytest-xdist a worker may run other modules' tests between this module's
+# two, and a module fixture would be built again after them
+@pytest.fixture(scope="session")
+def baseline(tmp_path_factory, args, scratch_env):
     run_dir = tmp_path_factory.mktemp("baseline") / "run"
-    done = subprocess.run(_command(run_dir), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(_command(run_dir, args), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return run_dir
 
 
 @pytest.mark.vllm
-def test_killed_run_resumes_to_identical_results(tmp_path, baseline, scratch_env):
+def test_killed_run_resumes_to_identical_results(tmp_path, baseline, args, scratch_env):
     """One run dir killed at each of the five points in turn, every rerun resuming the last one's
     state; the final rerun completes with the baseline's results, and no finished shard was ever
     generated twice (one invocation per point instead of a kill and a rerun each)."""
     run_dir = tmp_path / "run"
     for name, marker, pause, delay in KILL_POINTS:
-        _kill_at(run_dir, scratch_env, marker, pause, delay)
+        _kill_at(run_dir, args, scratch_env, marker, pause, delay)
         assert json.loads((run_dir / "state.json").read_text())["status"] == "running", name
         assert not (run_dir / "run.json").exists(), name
-    done = subprocess.run(_command(run_dir), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(_command(run_dir, args), cwd=REPO, env=scratch_env, capture_output=True, text=True,
+                          timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     resumed = _rows(run_dir)
     assert resumed["sample_id"].is_unique().all()
@@ -90,9 +105,9 @@ def test_killed_run_resumes_to_identical_results(tmp_path, baseline, scratch_env
 
 
 @pytest.mark.vllm
-def test_grading_only_rerun_makes_zero_engine_calls(tmp_path, baseline, scratch_env):
+def test_grading_only_rerun_makes_zero_engine_calls(tmp_path, baseline, args, scratch_env):
     """Rerunning a finished run (here with a different error threshold, a grading-side change)."""
-    done = subprocess.run([*_command(baseline), "max_error_rate=0.5"], cwd=REPO, env=scratch_env,
+    done = subprocess.run([*_command(baseline, args), "max_error_rate=0.5"], cwd=REPO, env=scratch_env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads((baseline / "run.json").read_text())
