@@ -4,9 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolsweep-installed
 PYTEST_ARGS ?=
-# One pytest worker per core; tests sharing an expensive module fixture stay on one worker
-# (xdist_group). PYTEST_ARGS="-n 0" runs in one process.
-PYTEST_XDIST ?= -n auto --dist loadgroup
+# One pytest worker per core (pytest-xdist); PYTEST_ARGS="-n 0" runs in one process.
+PYTEST_XDIST ?= -n auto
 BENCH_ARGS ?=
 # Air-gapped install: WHEELHOUSE=wheelhouse installs from that folder only (no index at all);
 # `make wheelhouse` fills it on a connected machine of the target kind (CPU or CUDA).

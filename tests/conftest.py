@@ -96,3 +96,10 @@ def core_binding() -> dict[str, str]:
         return {}
     core = str(int(worker[2:]) % (os.cpu_count() or 1))
     return {"VLLM_CPU_OMP_THREADS_BIND": core, "OMP_NUM_THREADS": "1"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that start an engine first (a stable sort, the same on every xdist worker): the
+    long ones then start while the many quick ones fill the other workers, instead of one long
+    test running alone at the end."""
+    items.sort(key=lambda item: not (item.get_closest_marker("vllm") or "tiny_model" in item.fixturenames))

@@ -101,26 +101,20 @@ def test_user_errors_exit_2_with_one_message(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.vllm
-@pytest.mark.parametrize("constraint", ["outlines", "none"])
-def test_vllm_cpu_engine_with_embedded_model(tmp_path, request, scratch_env, constraint):
-    """Real vLLM CPU engine, one record per setting of the bundled sample. Under outlines the
-    embedded SmolLM2's answers are the subject (a call to a candidate, in the compact form the
-    constraint writes); free decoding checks only the run around the answers (rows, run facts,
-    the quiet console), so the tiny seeded model serves it."""
-    run_dir = tmp_path / "run"
-    model = [] if constraint == "outlines" else tiny_args(request.getfixturevalue("tiny_model"))
-    done = run_toolsweep(run_dir, [*model, "dataset.limit=1", f"decoding.constraint={constraint}"], env=scratch_env)
+def check_run_around_answers(run_dir: Path, done: subprocess.CompletedProcess, constraint: str,
+                             ids: list[str] | None) -> pl.DataFrame:
+    """What any real vLLM run of the bundled sample must show, whatever the model answered: rows
+    in the declared schema, run facts, the dtype chosen, and a quiet console (toolsweep's phases
+    with progress bars and the table; the libraries' logs in run.log). Returns the samples."""
     assert done.returncode == 0, done.stderr[-4000:]
     samples = pl.read_parquet(run_dir / "samples.parquet")
     assert list(samples.columns) == list(sample_schema(get_scorer("petoolbench")))
-    assert samples["sample_id"].to_list() == [f"{s}-900001" for s in "prc"]
+    assert ids is None or samples["sample_id"].to_list() == ids
     assert samples["finish_reason"].is_in(["stop", "length"]).all()
     assert (samples["prompt_tokens"] > 300).all() and (samples["output_tokens"] > 0).all()
     facts = json.loads((run_dir / "run.json").read_text())
     assert facts["backend"] == constraint
     assert facts["decoding"]["greedy"] is True
-    # quiet console: toolsweep's phases with progress bars, the table; the libraries' logs in run.log
     lines = terminal_lines(done.stdout) + terminal_lines(done.stderr)
     assert len(lines) <= 25, "\n".join(lines)
     assert "generating: 100%" in done.stderr and "| all | official |" in done.stdout
@@ -130,15 +124,26 @@ def test_vllm_cpu_engine_with_embedded_model(tmp_path, request, scratch_env, con
     assert facts["dtype"]["resolved"] == ("bfloat16" if native else "float32"), facts["dtype"]
     assert set(facts["wall_s"]) >= {"prompts", "model_load", "generate", "grade", "total"}
     assert read_metadata(run_dir / "metrics.parquet")["toolsweep_run"]["backend"] == constraint
-    if constraint == "outlines":
-        tools = {row["sample_id"]: [t["tool_name"] for t in json.loads(row["tools"])]
-                 for row in load_petoolbench(SAMPLE, ["p", "r", "c"], 1).iter_rows(named=True)}
-        for sample_id, output, reason in samples.select("sample_id", "output", "finish_reason").iter_rows():
-            assert "\n" not in output and not re.search(r'[{,:]\s|\s[}]', output.split('"parameters":')[0])
-            name = re.match(r'\{"tool_name":"(.*?)","parameters":\{', output)
-            assert name and json.loads(f'"{name.group(1)}"') in tools[sample_id], output
-            if reason == "stop":
-                assert json.loads(output)["tool_name"] in tools[sample_id]
+    return samples
+
+
+@pytest.mark.vllm
+def test_vllm_cpu_engine_with_embedded_model(tmp_path, embedded_model, scratch_env):
+    """Real vLLM CPU engine, embedded SmolLM2 under outlines, one record per setting of the bundled
+    sample: its answers are the subject (a call to a candidate, in the compact form the constraint
+    writes). Free decoding's run is checked the same way on the crash test's baseline
+    (tests/inference/test_resume.py), where the tiny model serves it."""
+    run_dir = tmp_path / "run"
+    done = run_toolsweep(run_dir, ["dataset.limit=1", "decoding.constraint=outlines"], env=scratch_env)
+    samples = check_run_around_answers(run_dir, done, "outlines", [f"{s}-900001" for s in "prc"])
+    tools = {row["sample_id"]: [t["tool_name"] for t in json.loads(row["tools"])]
+             for row in load_petoolbench(SAMPLE, ["p", "r", "c"], 1).iter_rows(named=True)}
+    for sample_id, output, reason in samples.select("sample_id", "output", "finish_reason").iter_rows():
+        assert "\n" not in output and not re.search(r'[{,:]\s|\s[}]', output.split('"parameters":')[0])
+        name = re.match(r'\{"tool_name":"(.*?)","parameters":\{', output)
+        assert name and json.loads(f'"{name.group(1)}"') in tools[sample_id], output
+        if reason == "stop":
+            assert json.loads(output)["tool_name"] in tools[sample_id]
 
 
 def test_transformers_engine_with_outlines_constraint(tmp_path, tiny_model, scratch_env):

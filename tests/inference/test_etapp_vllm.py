@@ -44,23 +44,14 @@ def _tiny(model: Path) -> tuple[str, ...]:
     return (*KILL, *agent, f"judge.model.path={model}", "judge.model.embedded=false", "judge.engine.cpu_kvcache_gib=0.0625")
 
 
-# session scope: under pytest-xdist a worker may run other modules' tests between the two that read
-# it, and a module fixture would run the smoke subset again after them
-@pytest.fixture(scope="session")
-def finished(tmp_path_factory, etapp_data, scratch_env) -> Path:
-    run_dir = tmp_path_factory.mktemp("etapp") / "run"
-    done = subprocess.run(_command(run_dir, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
+def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, etapp_data, scratch_env):
+    """The embedded model as agent and judge: every case ends with a reason and every judge answer
+    is read; then toolsweep-judge on the finished run makes no agent call and takes the same
+    judge's answers from the run's store (one test, so that the run is made once)."""
+    finished = tmp_path / "run"
+    done = subprocess.run(_command(finished, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
                           text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
-    return run_dir
-
-
-# the tests that read the `finished` run stay on one pytest-xdist worker, so it runs once
-SMOKE_GROUP = pytest.mark.xdist_group("etapp_smoke")
-
-
-@SMOKE_GROUP
-def test_smoke_subset_runs_end_to_end(finished):
     samples = pl.read_parquet(finished / "samples.parquet")
     assert samples.height == 2 and samples["end_reason"].null_count() == 0, "every case ends with a reason"
     assert samples["judge_error"].null_count() == 2, samples["judge_error"].to_list()
@@ -74,6 +65,7 @@ def test_smoke_subset_runs_end_to_end(finished):
     facts = json.loads((finished / "run.json").read_text())
     for phase in ("agent", "judge"):
         assert facts["phases"][phase]["output_tokens_per_s"] > 0, facts["phases"][phase]
+    _check_judge_only_rerun(finished, scratch_env)
 
 
 def _kill_at(run_dir: Path, data: Path, extra: tuple[str, ...], env: dict[str, str], marker: str) -> None:
@@ -123,8 +115,7 @@ def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny
     assert _scores(run_dir).equals(_scores(finished))
 
 
-@SMOKE_GROUP
-def test_judge_only_rerun_makes_no_agent_call(tmp_path, finished, scratch_env):
+def _check_judge_only_rerun(finished: Path, scratch_env: dict[str, str]) -> None:
     before = pl.read_parquet(finished / "trajectories.parquet")
     agent = (finished / "etapp" / "agent.json").read_text()
     done = subprocess.run([sys.executable, "-m", "inference.benchmarks.etapp.rejudge", str(finished)], cwd=REPO,

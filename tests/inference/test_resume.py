@@ -3,7 +3,7 @@
 The subject is the run dir's store, not the model's answers: the real engine runs the tiny seeded
 model (tests/conftest.py), on the bundled sample's real prompts, unconstrained (no grammar compile
 to wait for) and with 64-token answers, so that a shard's generation lasts long enough (about
-1.5 s here) for the mid-shard kill, 0.3 s after the shard starts, to land inside it."""
+0.2 s at the least here) for the mid-shard kill, 0.05 s after the shard starts, to land inside it."""
 
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ import polars as pl
 import pytest
 
 from tests.conftest import REPO, tiny_args
+from tests.inference.test_end_to_end import check_run_around_answers
 
-# both tests read the module's baseline run: one pytest-xdist worker runs them, and it, once
-pytestmark = pytest.mark.xdist_group("resume_baseline")
 # TOOLSWEEP_KILL_TEST_ARGS swaps the data, e.g. "dataset=petoolbench dataset.path=... dataset.limit=10"
 DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=1"))
 ARGS = [*DATA_ARGS, "engine.shard_size=1", "engine.cache=false", "decoding.constraint=none"]
@@ -30,14 +29,14 @@ ARGS = [*DATA_ARGS, "engine.shard_size=1", "engine.cache=false", "decoding.const
 # (id, marker on stderr, pause there?, seconds to wait before SIGKILL)
 KILL_POINTS = [
     ("model_load", "loading model", False, 1.0),
-    ("mid_shard", "shard 2/", False, 0.3),
+    ("mid_shard", "shard 2/", False, 0.05),
     ("between_shards", "shard 1/", True, 0.0),
     ("after_last_shard", "writing reports", True, 0.0),
     ("during_final_write", "wrote samples.parquet", True, 0.0),
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def args(tiny_model) -> list[str]:
     return [*tiny_args(tiny_model), *ARGS, "decoding.max_new_tokens=64"]
 
@@ -69,21 +68,18 @@ def _rows(run_dir: Path) -> pl.DataFrame:
     return pl.read_parquet(run_dir / "samples.parquet").select("sample_id", "output", "finish_reason", "failure")
 
 
-# session scope: under pytest-xdist a worker may run other modules' tests between this module's
-# two, and a module fixture would be built again after them
-@pytest.fixture(scope="session")
-def baseline(tmp_path_factory, args, scratch_env):
-    run_dir = tmp_path_factory.mktemp("baseline") / "run"
-    done = subprocess.run(_command(run_dir, args), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return run_dir
-
-
 @pytest.mark.vllm
-def test_killed_run_resumes_to_identical_results(tmp_path, baseline, args, scratch_env):
+def test_killed_run_resumes_to_identical_results(tmp_path, args, scratch_env):
     """One run dir killed at each of the five points in turn, every rerun resuming the last one's
-    state; the final rerun completes with the baseline's results, and no finished shard was ever
-    generated twice (one invocation per point instead of a kill and a rerun each)."""
+    state; the final rerun completes with the uninterrupted run's results, and no finished shard
+    was ever generated twice (one invocation per point instead of a kill and a rerun each). The
+    uninterrupted run is also the suite's free-decoding run (rows, facts, a quiet console), and a
+    grading-only rerun of it makes no engine call: one test, so that it is made once."""
+    baseline = tmp_path / "baseline"
+    done = subprocess.run(_command(baseline, args), cwd=REPO, env=scratch_env, capture_output=True, text=True,
+                          timeout=1800)
+    default_data = "TOOLSWEEP_KILL_TEST_ARGS" not in os.environ
+    check_run_around_answers(baseline, done, "none", [f"{s}-900001" for s in "prc"] if default_data else None)
     run_dir = tmp_path / "run"
     for name, marker, pause, delay in KILL_POINTS:
         _kill_at(run_dir, args, scratch_env, marker, pause, delay)
@@ -102,10 +98,10 @@ def test_killed_run_resumes_to_identical_results(tmp_path, baseline, args, scrat
     assert parts["cache_key"].is_unique().all(), "a finished shard was generated again"
     assert facts["generation"]["stored_hits"] == resumed.height
     assert json.loads((run_dir / "state.json").read_text())["status"] == "complete"
+    _check_grading_only_rerun(baseline, args, scratch_env)
 
 
-@pytest.mark.vllm
-def test_grading_only_rerun_makes_zero_engine_calls(tmp_path, baseline, args, scratch_env):
+def _check_grading_only_rerun(baseline: Path, args: list[str], scratch_env: dict[str, str]) -> None:
     """Rerunning a finished run (here with a different error threshold, a grading-side change)."""
     done = subprocess.run([*_command(baseline, args), "max_error_rate=0.5"], cwd=REPO, env=scratch_env,
                           capture_output=True, text=True, timeout=600)
