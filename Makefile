@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolsweep-installed
 PYTEST_ARGS ?=
 # One pytest worker per core (pytest-xdist); PYTEST_ARGS="-n 0" runs in one process.
-PYTEST_XDIST ?= -n auto
+PYTEST_XDIST ?= -n auto --dist worksteal
 BENCH_ARGS ?=
 # Air-gapped install: WHEELHOUSE=wheelhouse installs from that folder only (no index at all);
 # `make wheelhouse` fills it on a connected machine of the target kind (CPU or CUDA).

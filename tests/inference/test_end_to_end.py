@@ -102,10 +102,11 @@ def test_user_errors_exit_2_with_one_message(tmp_path):
 
 
 def check_run_around_answers(run_dir: Path, done: subprocess.CompletedProcess, constraint: str,
-                             ids: list[str] | None) -> pl.DataFrame:
+                             ids: list[str] | None, one_shard: bool = True) -> pl.DataFrame:
     """What any real vLLM run of the bundled sample must show, whatever the model answered: rows
     in the declared schema, run facts, the dtype chosen, and a quiet console (toolsweep's phases
-    with progress bars and the table; the libraries' logs in run.log). Returns the samples."""
+    with progress bars and the table; the libraries' logs in run.log; a run of many shards shows
+    a line and bars per shard, so its line count is not checked). Returns the samples."""
     assert done.returncode == 0, done.stderr[-4000:]
     samples = pl.read_parquet(run_dir / "samples.parquet")
     assert list(samples.columns) == list(sample_schema(get_scorer("petoolbench")))
@@ -116,7 +117,7 @@ def check_run_around_answers(run_dir: Path, done: subprocess.CompletedProcess, c
     assert facts["backend"] == constraint
     assert facts["decoding"]["greedy"] is True
     lines = terminal_lines(done.stdout) + terminal_lines(done.stderr)
-    assert len(lines) <= 25, "\n".join(lines)
+    assert len(lines) <= 25 or not one_shard, "\n".join(lines)
     assert "generating: 100%" in done.stderr and "| all | official |" in done.stdout
     assert not any(noise in done.stderr for noise in ("Loading safetensors", "INFO", "Triton", "NUMA"))
     assert "vllm" in (run_dir / "run.log").read_text()
