@@ -101,7 +101,7 @@ def test_typos_and_types_fail_at_composition(override):
 
 def test_validate_lists_every_problem_at_once(tmp_path):
     cfg = _compose(["decoding.constraint=lmfe", "dataset.settings=[p,x]", "dataset.limit=0",
-                    f"model.path={tmp_path}", "engine.gpu_memory_utilization=1.5"])
+                    f"model.path={tmp_path}", "engine.gpu_memory_utilization=1.5", "engine.cpu_kvcache_gib=0"])
     with pytest.raises(ConfigError) as err:
         validate(cfg)
     message = str(err.value)
@@ -109,6 +109,7 @@ def test_validate_lists_every_problem_at_once(tmp_path):
                      "dataset.settings must be a non-empty subset of ['p', 'r', 'c'] for petoolbench, got ['p', 'x']",
                      "dataset.limit must be an integer >= 1 or null, got 0",
                      "engine.gpu_memory_utilization must be in (0, 1], got 1.5",
+                     "engine.cpu_kvcache_gib must be > 0 (GiB, e.g. 0.5 or 2), got 0.0",
                      f"model.path {str(tmp_path)!r} is not a model folder: it has no config.json"):
         assert expected in message
 
