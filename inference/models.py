@@ -89,12 +89,7 @@ def prepare_embedded_model(target: Path | None = None, force: bool = False) -> P
         del config.quantization_config
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     fresh.load_state_dict(loaded.state_dict())
-    tmp = target.with_name(target.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    fresh.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    _publish(fresh, tokenizer, target)
     print(f"converted {gguf.name} -> {target} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return target
 
@@ -123,14 +118,19 @@ def prepare_tiny_model(target: Path, seed: int = 0) -> Path:
             "rms_norm_eps", "rope_parameters", "tie_word_embeddings", "hidden_act")
     config = LlamaConfig(**{key: base[key] for key in keep if key in base}, **_TINY_SHAPE)
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(torch.float32)
+    _publish(LlamaForCausalLM(config).to(torch.float32), AutoTokenizer.from_pretrained(source), target)
+    return target
+
+
+def _publish(model, tokenizer, target: Path) -> None:
+    """Save into a `.partial` sibling, then swap it in: a killed build never leaves a folder
+    that looks complete."""
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
-    AutoTokenizer.from_pretrained(source).save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
-    return target
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -67,11 +67,13 @@ def tiny_model(tmp_path_factory, embedded_model) -> Path:
     return prepare_tiny_model(tmp_path_factory.mktemp("models") / TINY_NAME)
 
 
-def tiny_args(model: Path | str, vllm: bool = True) -> list[str]:
+def tiny_args(model: Path | str, vllm: bool = True, max_new_tokens: int | None = 16) -> list[str]:
     """Overrides that run `model` (the tiny one; a sweep passes several folders joined by commas)
-    with short answers and, in-process (`vllm`), a small KV cache: its tokens are noise, so more
-    of them prove nothing, and zero-filling 2 GiB of cache would cost more than its generations."""
-    return ["model=local", f"model.path={model}", "decoding.max_new_tokens=16",
+    with short answers (None: the benchmark's own budget) and, in-process (`vllm`), a small KV
+    cache: its tokens are noise, so more of them prove nothing, and zero-filling 2 GiB of cache
+    would cost more than its generations."""
+    return ["model=local", f"model.path={model}",
+            *([f"decoding.max_new_tokens={max_new_tokens}"] if max_new_tokens else []),
             *(["engine.cpu_kvcache_gib=0.0625"] if vllm else [])]
 
 

@@ -152,8 +152,8 @@ def test_transformers_engine_with_outlines_constraint(tmp_path, tiny_model, scra
     noise, so an answer that is compact JSON naming a candidate tool is the constraint's doing
     (a trained model might write one unconstrained)."""
     run_dir = tmp_path / "run"
-    done = run_toolsweep(run_dir, [*tiny_args(tiny_model, vllm=False), "engine=transformers", "dataset.limit=1",
-                                   "dataset.settings=[p]", "decoding.max_new_tokens=48"], env=scratch_env)
+    done = run_toolsweep(run_dir, [*tiny_args(tiny_model, vllm=False, max_new_tokens=48), "engine=transformers",
+                                   "dataset.limit=1", "dataset.settings=[p]"], env=scratch_env)
     assert done.returncode == 0, done.stderr[-4000:]
     row = pl.read_parquet(run_dir / "samples.parquet").row(0, named=True)
     candidates = [t["tool_name"] for t in json.loads(load_petoolbench(SAMPLE, ["p"], 1)["tools"][0])]

@@ -39,9 +39,9 @@ def _command(run_dir: Path, data: Path, args: tuple[str, ...] = tuple(SMOKE)) ->
 
 
 def _tiny(model: Path) -> tuple[str, ...]:
-    """The kill slice with agent and judge both the tiny model, with small KV caches."""
-    agent = [a for a in tiny_args(model) if not a.startswith("decoding.max_new_tokens")]
-    return (*KILL, *agent, f"judge.model.path={model}", "judge.model.embedded=false", "judge.engine.cpu_kvcache_gib=0.0625")
+    """The kill slice with agent and judge both the tiny model, with small KV caches (the
+    agent's answer budget is etapp.max_new_tokens)."""
+    return (*KILL, *tiny_args(model, max_new_tokens=None), f"judge.model.path={model}", "judge.model.embedded=false", "judge.engine.cpu_kvcache_gib=0.0625")
 
 
 def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, etapp_data, scratch_env):

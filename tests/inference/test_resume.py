@@ -38,7 +38,7 @@ KILL_POINTS = [
 
 @pytest.fixture
 def args(tiny_model) -> list[str]:
-    return [*tiny_args(tiny_model), *ARGS, "decoding.max_new_tokens=64"]
+    return [*tiny_args(tiny_model, max_new_tokens=64), *ARGS]
 
 
 def _command(run_dir: Path, args: list[str]) -> list[str]:
@@ -73,7 +73,8 @@ def test_killed_run_resumes_to_identical_results(tmp_path, args, scratch_env):
     """One run dir killed at each of the five points in turn, every rerun resuming the last one's
     state; the final rerun completes with the uninterrupted run's results, and no finished shard
     was ever generated twice (one invocation per point instead of a kill and a rerun each). The
-    uninterrupted run is also the suite's free-decoding run (rows, facts, a quiet console), and a
+    uninterrupted run is also the suite's free-decoding run (rows, facts, no library logs on the
+    console), and a
     grading-only rerun of it makes no engine call: one test, so that it is made once."""
     baseline = tmp_path / "baseline"
     done = subprocess.run(_command(baseline, args), cwd=REPO, env=scratch_env, capture_output=True, text=True,
