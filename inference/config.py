@@ -1,8 +1,13 @@
-"""The shape of a toolsweep run: typed dataclasses registered with Hydra's ConfigStore.
+"""The shape of a toolsweep run: typed dataclasses.
 
-Values live in YAML under conf/; this file says which keys exist and their types, so a
-typo or a wrong type fails at composition, before a model loads. `validate` then checks
-the values and reports every problem at once.
+Values live in YAML under conf/; this file says which keys exist and their types. The root
+schema is registered with Hydra's ConfigStore, so a typo in a root option fails at composition;
+the parts whose shape depends on a choice are typed right after composition, before any model
+loads: `dataset` by the chosen benchmark's own options class (`Benchmark.options`), every
+`engine` by the options class of the engine its `target` names (the engine module's `CONFIG`),
+`roles.<name>` (the models a benchmark uses besides the evaluated one, e.g. ETAPP's judge) as
+model + engine + decoding like the evaluated model. An option the chosen part does not have is
+an error that names it. `validate` then checks the values and reports every problem at once.
 """
 
 from __future__ import annotations
@@ -14,14 +19,13 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from inference.benchmarks.etapp.options import EtappConfig
 from inference.errors import ConfigError
 from inference.models import check_model_dir
 
 CONSTRAINTS = ("outlines", "xgrammar", "guidance", "none")
 PROMPT_FORMATS = ("benchmark", "native")
 # Field metadata marking an option that changes what the model generates: every such field
-# enters the generation cache key (inference.pipeline.run_context), so none can be forgotten.
+# enters the generation cache key (inference.generation.key_context), so none can be forgotten.
 OUTPUT = {"output": True}
 
 
@@ -57,22 +61,21 @@ class ModelConfig:
 
 @dataclass
 class DatasetConfig:
-    name: str = "petoolbench"
+    """What every benchmark's dataset options have; a benchmark's own live in its subclass
+    (`Benchmark.options`), so an option it does not use is refused, never ignored."""
+
+    name: str = MISSING
     """Benchmark (a module of inference/benchmarks/, or a dotted module path defining BENCHMARK)."""
     path: str = MISSING
     """The benchmark's file or folder (each conf/dataset/*.yaml says which)."""
-    settings: list[str] = field(default_factory=lambda: ["p", "r", "c"])
-    """Settings to run, a subset of the benchmark's (each conf/dataset/*.yaml lists them)."""
+    settings: list[str] = field(default_factory=list)
+    """Settings to run, a subset of the benchmark's (each conf/dataset/*.yaml lists them; empty: all)."""
     limit: Optional[int] = None
-    """Keep the first N records of each setting (None: all)."""
-    history: str = "full"
-    """History ablation (inference/history.py): full, none, last_k, shuffled."""
-    history_k: int = 5
-    """dataset.history=last_k: how many of the most recent items to keep."""
-    history_seed: int = 0
-    """dataset.history=shuffled: the seed of the orders (one per record)."""
-    drop_ratings: bool = False
-    """Remove every history item's `rating` (PEToolBench's `r` setting)."""
+    """Keep the first N samples of each setting (None: all)."""
+
+    def problems(self) -> list[str]:
+        """Every invalid value of the benchmark's own options (its subclass adds its checks)."""
+        return []
 
 
 @dataclass
@@ -80,9 +83,34 @@ class EngineConfig:
     """What every engine has; each engine's own options live in its subclass."""
 
     name: str = MISSING
-    """vllm (offline batch), transformers (HF generate + Outlines), or replay (grade a file)."""
+    """vllm (offline batch), transformers (HF generate + Outlines), openai (a server), replay
+    (grade a file), script (ETAPP's scripted agent)."""
     target: str = MISSING
-    """module:Class of the engine; the class builds itself with `from_config`."""
+    """module:Class of the engine; the class builds itself with `from_config`, and its module's
+    `CONFIG` is the options class that types it."""
+
+    loads_model = False
+    """Generates (needs model.path for the tokenizer and chat template); replay does not."""
+    answers = "prompts"
+    """What the engine answers: `prompts` (a model), `samples` (replay: one stored answer per
+    sample) or `turns` (a scripted agent); a benchmark lists the kinds its solvers can use."""
+    needs_weights = False
+    """model.path must hold the weights (False: a remote engine needs only config and tokenizer)."""
+    serves_lora = False
+
+    def model_key(self) -> dict[str, Any] | None:
+        """What identifies the weights in the cache key, where model.path's content does not."""
+        return None
+
+    def problems(self) -> list[str]:
+        """Every invalid value of this engine's options."""
+        return []
+
+
+@dataclass
+class GeneratingEngineConfig(EngineConfig):
+    """What every engine that runs a model has: a seed, shards and the shared cache."""
+
     seed: int = field(default=0, metadata=OUTPUT)
     """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0)."""
     shard_size: int = 512
@@ -93,14 +121,7 @@ class EngineConfig:
     that changes outputs) from $TOOLSWEEP_CACHE/generations."""
 
     loads_model = True
-    """Generates (needs model.path for the tokenizer and chat template); replay does not."""
     needs_weights = True
-    """model.path must hold the weights (False: a remote engine needs only config and tokenizer)."""
-    serves_lora = False
-
-    def model_key(self) -> dict[str, Any] | None:
-        """What identifies the weights in the cache key, where model.path's content does not."""
-        return None
 
     def problems(self) -> list[str]:
         """Every invalid value of this engine's options."""
@@ -108,7 +129,7 @@ class EngineConfig:
 
 
 @dataclass
-class VLLMEngineConfig(EngineConfig):
+class VLLMEngineConfig(GeneratingEngineConfig):
     name: str = "vllm"
     target: str = "inference.engines.vllm_offline:VLLMEngine"
     enforce_eager: Optional[bool] = None
@@ -142,7 +163,7 @@ class VLLMEngineConfig(EngineConfig):
 
 
 @dataclass
-class TransformersEngineConfig(EngineConfig):
+class TransformersEngineConfig(GeneratingEngineConfig):
     name: str = "transformers"
     target: str = "inference.engines.hf_transformers:TransformersEngine"
 
@@ -153,9 +174,8 @@ class ReplayEngineConfig(EngineConfig):
     target: str = "inference.engines.replay:ReplayEngine"
     predictions: str = MISSING
     """JSONL or Parquet file of {sample_id, output} rows."""
-    cache: bool = False
 
-    loads_model = False
+    answers = "samples"
 
     def problems(self) -> list[str]:
         found = super().problems()
@@ -166,7 +186,7 @@ class ReplayEngineConfig(EngineConfig):
 
 
 @dataclass
-class OpenAIEngineConfig(EngineConfig):
+class OpenAIEngineConfig(GeneratingEngineConfig):
     name: str = "openai"
     target: str = "inference.engines.openai_server:OpenAIEngine"
     base_url: str = MISSING
@@ -204,29 +224,6 @@ class OpenAIEngineConfig(EngineConfig):
 
 
 @dataclass
-class ScriptEngineConfig(EngineConfig):
-    name: str = "script"
-    target: str = "inference.engines.script:ScriptEngine"
-    script: str = MISSING
-    """JSONL of an agent's turns, no model: {"sample_id", "turn", "calls": [{"name", "arguments"}]}
-    or {"sample_id", "turn", "answer"} (multi-turn benchmarks such as ETAPP)."""
-    cache: bool = False
-
-    loads_model = False
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not Path(self.script).expanduser().is_file():
-            found.append(f"engine.script {self.script!r} is not a file (JSONL of {{sample_id, turn, calls | "
-                         "answer}} rows)")
-        return found
-
-
-ENGINE_SCHEMAS = {"vllm": VLLMEngineConfig, "transformers": TransformersEngineConfig, "replay": ReplayEngineConfig,
-                  "openai": OpenAIEngineConfig, "script": ScriptEngineConfig}
-
-
-@dataclass
 class PromptConfig:
     format: Optional[str] = None
     """benchmark: the benchmark's answer format ({"tool_name", "parameters"}); native: the tools go
@@ -254,34 +251,31 @@ class DecodingConfig:
 
 
 @dataclass
-class JudgeConfig:
-    """A judge model that scores what exact match cannot (ETAPP), run in its own process."""
+class RoleConfig:
+    """A model a benchmark uses besides the evaluated one (its `Benchmark.roles`, e.g. ETAPP's
+    `judge`), configured the way the evaluated model is: `roles.judge.model.path=...`,
+    `engine@roles.judge.engine=openai roles.judge.engine.base_url=...`."""
 
-    enabled: bool = True
-    """False: stop after the agent phase (judge later with toolsweep-judge RUN_DIR)."""
     model: ModelConfig = field(default_factory=ModelConfig)
-    """Any local model folder; conf/config.yaml defaults to the embedded model, so it runs offline."""
-    engine: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
-    constraint: str = field(default="xgrammar", metadata=OUTPUT)
-    """Backend of the judge's guided JSON (outlines compiles bounded strings slowly)."""
-    max_new_tokens: int = field(default=2048, metadata=OUTPUT)
-    analysis_chars: int = field(default=300, metadata=OUTPUT)
-    """maxLength of every analysis string in the judge's JSON schema."""
-    retries: int = 1
-    """Extra attempts for an answer that does not parse, each with analysis strings half as long."""
+    engine: Any = MISSING
+    """Any engine (conf/engine/*.yaml), typed by its target like the root `engine`."""
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    enabled: bool = True
+    """False: the solvers of this role do not run (their columns stay empty); a later
+    `toolsweep-judge RUN_DIR` runs them on the stored outputs of the others."""
 
 
 @dataclass
 class ToolsweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
-    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    dataset: Any = MISSING
+    """The benchmark's options: a `DatasetConfig` subclass (conf/dataset/*.yaml picks the benchmark)."""
     engine: Any = MISSING
-    """One of ENGINE_SCHEMAS (conf/engine/*.yaml picks it)."""
+    """The evaluated model's engine (conf/engine/*.yaml picks it), typed by its target."""
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
-    etapp: EtappConfig = field(default_factory=EtappConfig)
-    """ETAPP's own options (inference/benchmarks/etapp/options.py)."""
+    roles: dict[str, RoleConfig] = field(default_factory=dict)
+    """The other models the benchmark uses, by role name (its YAML adds them)."""
     quiet: bool = False
     """Hide the progress bars (logs still go to run.log)."""
     verbose: bool = False
@@ -292,88 +286,116 @@ class ToolsweepConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas that conf/config.yaml and the group files extend."""
+    """Register the root schema conf/config.yaml extends (the parts chosen by name are typed
+    after composition, by `typed_config`)."""
     from hydra.core.config_store import ConfigStore
 
-    store = ConfigStore.instance()
-    store.store(name="toolsweep_schema", node=ToolsweepConfig)
-    for name, schema in ENGINE_SCHEMAS.items():
-        store.store(group="engine", name=f"{name}_schema", node=schema)
+    ConfigStore.instance().store(name="toolsweep_schema", node=ToolsweepConfig)
 
 
-def validate(cfg: ToolsweepConfig) -> None:
-    """Raise one ConfigError listing every invalid value (the model is not loaded yet)."""
-    problems = [*_check_choices(cfg), *_check_numbers(cfg), *_check_paths(cfg)]
+def validate(cfg: ToolsweepConfig, benchmark: Any) -> None:
+    """Raise one ConfigError listing every invalid value (the model is not loaded yet).
+
+    `benchmark` is the chosen `inference.benchmarks.base.Benchmark` (its settings, path hint,
+    roles and the engine kinds its solvers use)."""
+    problems = [*_check_choices(cfg, benchmark), *_check_numbers(cfg), *_check_paths(cfg, benchmark),
+                *cfg.dataset.problems(), *_check_roles(cfg, benchmark)]
+    if benchmark.check is not None and Path(cfg.dataset.path).expanduser().exists():
+        problems += benchmark.check(cfg.dataset)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
 
-def _check_choices(cfg: ToolsweepConfig) -> list[str]:
-    from inference.benchmarks import get_benchmark
-    from inference.errors import DatasetError
-
+def _check_choices(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
     problems = []
-    from inference.history import HISTORY_MODES
-
     for key, value, allowed in (("decoding.constraint", cfg.decoding.constraint, CONSTRAINTS),
-                                ("dataset.history", cfg.dataset.history, HISTORY_MODES),
                                 ("prompt.format", cfg.prompt.format, (*PROMPT_FORMATS, None))):
         if value not in allowed:
             problems.append(f"{key} must be one of {list(allowed)}, got {value!r}")
-    try:
-        known = list(get_benchmark(cfg.dataset.name).settings)
-    except DatasetError as exc:
-        problems.append(str(exc))
-        known = []
+    known = list(benchmark.settings)
     bad = [s for s in cfg.dataset.settings if s not in known]
-    if known and (bad or not cfg.dataset.settings):
+    if bad or not cfg.dataset.settings:
         problems.append(f"dataset.settings must be a non-empty subset of {known} for "
                         f"{cfg.dataset.name}, got {list(cfg.dataset.settings)}")
     elif len(set(cfg.dataset.settings)) != len(cfg.dataset.settings):
         problems.append(f"dataset.settings lists a setting twice: {list(cfg.dataset.settings)}")
+    if cfg.engine.answers not in benchmark.engine_answers:
+        problems.append(f"engine={cfg.engine.name} answers {cfg.engine.answers}, which benchmark {cfg.dataset.name} "
+                        f"cannot use (its solvers take engines that answer {list(benchmark.engine_answers)}): "
+                        f"{_ENGINE_HINTS.get(cfg.engine.answers, '')}")
+    return problems
+
+
+_ENGINE_HINTS = {"turns": "engine=script drives a multi-turn agent; score stored single answers with "
+                          "engine=replay engine.predictions=FILE, or generate with engine=vllm",
+                 "samples": "engine=replay grades one stored answer per sample; a multi-turn benchmark needs a "
+                            "model engine (vllm, transformers, openai) or engine=script",
+                 "prompts": "choose a replay or script engine"}
+
+
+def _number_problems(prefix: str, decoding: DecodingConfig, model: ModelConfig) -> list[str]:
+    checks = ((f"{prefix}decoding.max_new_tokens", decoding.max_new_tokens, 1, False),
+              (f"{prefix}model.tensor_parallel_size", model.tensor_parallel_size, 1, False),
+              (f"{prefix}model.max_model_len", model.max_model_len, 2, True),
+              (f"{prefix}decoding.compile_timeout_s", decoding.compile_timeout_s, 1, False),
+              (f"{prefix}decoding.max_string_chars", decoding.max_string_chars, 1, True))
+    problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
+                for key, value, low, nullable in checks
+                if not (value is None and nullable) and (value is None or value < low)]
+    if decoding.max_string_chars is not None and decoding.constraint in ("outlines", "none"):
+        problems.append(f"{prefix}decoding.max_string_chars={decoding.max_string_chars} needs "
+                        f"{prefix}decoding.constraint=xgrammar or guidance, got {decoding.constraint!r}: under "
+                        "outlines a string cap grows the automaton past what compiles in time (a 32-character "
+                        "cap on a FamilyTool schema overflowed vLLM's grammar cache); drop the cap or switch "
+                        "the constraint")
+    if decoding.temperature < 0:
+        problems.append(f"{prefix}decoding.temperature must be >= 0, got {decoding.temperature}")
     return problems
 
 
 def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
-    checks = (("dataset.limit", cfg.dataset.limit, 1, True),
-              ("dataset.history_k", cfg.dataset.history_k, 0, False),
-              ("decoding.max_new_tokens", cfg.decoding.max_new_tokens, 1, False),
-              ("model.tensor_parallel_size", cfg.model.tensor_parallel_size, 1, False),
-              ("model.max_model_len", cfg.model.max_model_len, 2, True),
-              ("decoding.compile_timeout_s", cfg.decoding.compile_timeout_s, 1, False),
-              ("decoding.max_string_chars", cfg.decoding.max_string_chars, 1, True))
-    problems = [f"{key} must be an integer >= {low}{' or null' if nullable else ''}, got {value!r}"
-                for key, value, low, nullable in checks
-                if not (value is None and nullable) and (value is None or value < low)]
-    if cfg.decoding.max_string_chars is not None and cfg.decoding.constraint in ("outlines", "none"):
-        problems.append(f"decoding.max_string_chars={cfg.decoding.max_string_chars} needs decoding.constraint="
-                        f"xgrammar or guidance, got {cfg.decoding.constraint!r}: under outlines a string cap "
-                        "grows the automaton past what compiles in time (a 32-character cap on a FamilyTool "
-                        "schema overflowed vLLM's grammar cache); drop the cap or switch the constraint")
-    if cfg.decoding.temperature < 0:
-        problems.append(f"decoding.temperature must be >= 0, got {cfg.decoding.temperature}")
+    problems = _number_problems("", cfg.decoding, cfg.model)
+    if cfg.dataset.limit is not None and cfg.dataset.limit < 1:
+        problems.append(f"dataset.limit must be an integer >= 1 or null, got {cfg.dataset.limit!r}")
     if not 0 <= cfg.max_error_rate <= 1:
         problems.append(f"max_error_rate must be in [0, 1], got {cfg.max_error_rate}")
     return problems + cfg.engine.problems()
 
 
-def _check_paths(cfg: ToolsweepConfig) -> list[str]:
+def _check_paths(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
     problems = []
     if not Path(cfg.dataset.path).expanduser().exists():
-        from inference.benchmarks import get_benchmark
-        from inference.errors import DatasetError
-
-        try:
-            hint = get_benchmark(cfg.dataset.name).path_hint
-        except DatasetError:
-            hint = "the benchmark's file or folder"
-        problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; point dataset.path at {hint}")
+        problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; point dataset.path at "
+                        f"{benchmark.path_hint}")
     if cfg.engine.loads_model:
         try:
             check_model_dir(cfg.model.path, weights=cfg.engine.needs_weights)
         except ConfigError as exc:
             problems.append(str(exc))
     return problems + _check_lora(cfg)
+
+
+def _check_roles(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
+    declared = tuple(benchmark.roles)
+    problems = [f"roles.{name} is not a role of benchmark {cfg.dataset.name} (its roles: {list(declared)}); "
+                "remove it" for name in cfg.roles if name not in declared]
+    problems += [f"benchmark {cfg.dataset.name} needs a model for its role {name!r}: its conf/dataset YAML "
+                 f"defines roles.{name}; set roles.{name}.model.path=... " for name in declared if name not in cfg.roles]
+    for name, role in cfg.roles.items():
+        if name not in declared or not role.enabled:
+            continue
+        prefix = f"roles.{name}."
+        problems += _number_problems(prefix, role.decoding, role.model)
+        problems += [f"{prefix}{p}" for p in role.engine.problems()]
+        if role.engine.answers != "prompts":
+            problems.append(f"{prefix}engine must be a model engine (vllm, transformers, openai), got "
+                            f"{role.engine.name}")
+        elif role.engine.loads_model:
+            try:
+                check_model_dir(role.model.path, weights=role.engine.needs_weights)
+            except ConfigError as exc:
+                problems.append(f"{prefix}model: {exc}")
+    return problems
 
 
 def _check_lora(cfg: ToolsweepConfig) -> list[str]:
@@ -387,16 +409,52 @@ def _check_lora(cfg: ToolsweepConfig) -> list[str]:
     return []
 
 
-def typed_config(data: dict[str, Any]) -> ToolsweepConfig:
-    """A resolved config (as `OmegaConf.to_container` wrote it, e.g. into a run dir) back into the
-    typed dataclasses, with the engine's own schema; unknown keys or wrong types fail here."""
-    from omegaconf import OmegaConf
+def typed_config(data: dict[str, Any], dataset_options: type) -> ToolsweepConfig:
+    """A resolved config (as `OmegaConf.to_container` wrote it, e.g. into a run dir) as typed
+    dataclasses: the dataset by `dataset_options` (the chosen benchmark's options class), each
+    engine by its target's options. An unknown key or a wrong type is a ConfigError naming it."""
+    # the parts typed by their own schemas are filled in below
+    rest = {**data, "dataset": None, "engine": None, "roles": {}}
+    cfg = _structured(ToolsweepConfig, rest, "")
+    cfg.dataset = _structured(dataset_options, data.get("dataset") or {}, "dataset.")
+    cfg.engine = typed_engine(data.get("engine") or {}, "engine.")
+    cfg.roles = {name: _typed_role(name, role or {}) for name, role in (data.get("roles") or {}).items()}
+    return cfg
 
-    engine = dict(data.get("engine") or {})
-    schema = ENGINE_SCHEMAS.get(engine.get("name"))
-    if schema is None:
-        raise ConfigError(f"engine.name must be one of {list(ENGINE_SCHEMAS)}, got {engine.get('name')!r}")
-    rest = {k: v for k, v in data.items() if k != "engine"}
-    merged = OmegaConf.merge(OmegaConf.structured(ToolsweepConfig), rest)
-    merged.engine = OmegaConf.merge(OmegaConf.structured(schema), engine)
-    return OmegaConf.to_object(merged)
+
+def _typed_role(name: str, data: dict[str, Any]) -> RoleConfig:
+    prefix = f"roles.{name}."
+    role = _structured(RoleConfig, {**data, "engine": None}, prefix)
+    role.engine = typed_engine(data.get("engine") or {}, f"{prefix}engine.")
+    return role
+
+
+def typed_engine(data: dict[str, Any], prefix: str = "engine.") -> EngineConfig:
+    """An engine's options typed by the `CONFIG` of the module its `target` names."""
+    import importlib
+
+    target = data.get("target")
+    if not isinstance(target, str) or ":" not in target:
+        raise ConfigError(f"{prefix}target must name an engine class as module:Class, got {target!r}: choose an "
+                          "engine from conf/engine/ (engine=vllm, or engine@roles.NAME.engine=vllm for a role)")
+    module = target.partition(":")[0]
+    try:
+        schema = importlib.import_module(module).CONFIG
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{prefix}target {target!r}: module {module} defines no engine CONFIG ({exc})") from None
+    return _structured(schema, data, prefix)
+
+
+def _structured(schema: type, data: dict[str, Any], prefix: str) -> Any:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), data))
+    except ConfigKeyError as exc:
+        key = getattr(exc, "full_key", None) or getattr(exc, "key", None) or str(exc).splitlines()[0]
+        known = [f.name for f in fields(schema)]
+        raise ConfigError(f"{prefix}{key} is not an option here ({schema.__name__} has {known}); "
+                          "remove it or check its spelling") from None
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: {str(exc).splitlines()[0]}") from None

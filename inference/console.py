@@ -77,3 +77,17 @@ def bar_factory(names: dict[str, str]):
 def quiet() -> bool:
     """Whether progress bars are off."""
     return _STATE["quiet"]
+
+
+def marker(message: str, shown: bool = True) -> None:
+    """A phase line on stderr; TOOLSWEEP_PAUSE_AT=<text> sleeps there (fault-injection tests).
+
+    Bookkeeping lines (`shown=False`) go to run.log, and to stderr only under fault injection."""
+    import time
+
+    pause = os.environ.get("TOOLSWEEP_PAUSE_AT")
+    logging.getLogger("toolsweep").info(message)
+    if shown or pause:
+        print(f"[toolsweep] {message}", file=sys.stderr, flush=True)
+    if pause and pause in message:
+        time.sleep(float(os.environ.get("TOOLSWEEP_PAUSE_S", "30")))

@@ -60,13 +60,6 @@ def template_has_system(tokenizer: Any) -> bool:
     return _SYSTEM_PROBE in text
 
 
-def build_messages(system: str, user: str, fold_system: bool) -> list[dict[str, str]]:
-    """Chat messages for one sample; without a system role, the system text leads the user turn."""
-    if fold_system:
-        return [{"role": "user", "content": f"{system}\n\n{user}"}]
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
 def drop_history(system: str, count: int) -> str | None:
     """The system prompt with its `count` oldest history items removed (None: no history found)."""
     from inference.history import join_history, split_history
@@ -78,22 +71,33 @@ def drop_history(system: str, count: int) -> str | None:
     return None if count > len(items) else join_history(head, items[count:], tail)
 
 
-def native_turns(native_system: str | None, tool_specs: str, template_tools: bool) -> tuple[str | None, Any]:
-    """(system turn, tools for the template) of a native-format sample."""
-    if template_tools:
-        return native_system, json.loads(tool_specs)
-    block = tool_block(json.loads(tool_specs))
-    return (f"{native_system}\n\n{block}" if native_system else block), None
+def render_chat(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, fold: bool,
+                template_tools: bool) -> str:
+    """A chat's prompt text as the model's own template renders it: tools go to `tools=`, or,
+    for a template that ignores them, into a tool block in the system turn; a template without
+    a system role gets the system text at the head of the first user turn."""
+    messages = [dict(m) for m in messages]
+    if tools is not None and not template_tools:
+        block = tool_block(tools)
+        if messages and messages[0]["role"] == "system":
+            messages[0]["content"] = f"{messages[0]['content']}\n\n{block}"
+        else:
+            messages.insert(0, {"role": "system", "content": block})
+        tools = None
+    if fold and messages and messages[0]["role"] == "system" and len(messages) > 1:
+        system = messages.pop(0)["content"]
+        messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
 
 
 def render_one(row: dict[str, Any], tokenizer: Any, fold: bool, settings: PromptSettings) -> str:
     """One sample's prompt text, as the model's chat template renders it."""
     if not settings.native:
-        return tokenizer.apply_chat_template(build_messages(row["system"], row["user"], fold),
-                                             tokenize=False, add_generation_prompt=True)
-    system, tools = native_turns(row["native_system"], row["tool_specs"], settings.template_tools)
-    messages = build_messages(system, row["user"], fold) if system else [{"role": "user", "content": row["user"]}]
-    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+        messages = [{"role": "system", "content": row["system"]}, {"role": "user", "content": row["user"]}]
+        return render_chat(tokenizer, messages, None, fold, True)
+    messages = [*([{"role": "system", "content": row["native_system"]}] if row["native_system"] else []),
+                {"role": "user", "content": row["user"]}]
+    return render_chat(tokenizer, messages, json.loads(row["tool_specs"]), fold, settings.template_tools)
 
 
 def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettings) -> pl.DataFrame:

@@ -139,3 +139,16 @@ def write_state(run_dir: Path, status: str, reason: str | None = None) -> Path:
     """state.json: running, complete or failed (with the reason), rewritten atomically."""
     state = {"status": status, "reason": reason, "updated": time.time()}
     return atomic_write_text(run_dir / "state.json", json.dumps(state) + "\n")
+
+
+def log_to(path: Path) -> None:
+    """A solver's own process logs as the run's does: everything to run.log, the console through
+    a stream handler that console.setup quiets (no Hydra there to set them up)."""
+    import logging
+
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    file = logging.FileHandler(path, encoding="utf-8")
+    file.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    root.addHandler(file)
+    root.addHandler(logging.StreamHandler(sys.stderr))

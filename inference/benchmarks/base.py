@@ -1,11 +1,13 @@
-"""The benchmark contract: a loader, a solver and a scorer.
+"""The benchmark contract: a loader, solvers over model roles, and a scorer.
 
 A benchmark is one module in `inference/benchmarks/` (or a package, or any importable module
 named by its dotted path) that defines `BENCHMARK`, a :class:`Benchmark`, plus one YAML under
 `conf/dataset/`. Its `load` turns the benchmark's files into the canonical sample table
-(`SAMPLE_TABLE_SCHEMA` plus the columns its scorer reads), every row built by `sample_row`.
-The scorer (a module of `grading/scorers/`) is named on every row, so grading needs no
-inference import.
+(`SAMPLE_TABLE_SCHEMA` plus the columns its scorer reads), every row built by `sample_row`;
+its `options` class types its `dataset.*` options; its `solvers` run in order over the table,
+each generating through one model role (`model`, the evaluated model, or a role it declares in
+`roles`, such as a judge). The scorer (a module of `grading/scorers/`) is named on every row, so
+grading needs no inference import.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import polars as pl
 
 from grading.canonical import canonical_json
 from grading.errors import GradingError
+from grading.listing import list_first
 from grading.metrics import POOLED
 from grading.scoring import get_scorer
+from inference.config import DatasetConfig
 from inference.errors import DatasetError
 from inference.schemas import function_specs
 
@@ -58,16 +62,28 @@ class Benchmark:
     """What dataset.path should point at, for error messages."""
     scorer: str
     """The grading.scorers module (or dotted module path) that grades its samples."""
-    solver: str = "single_call"
-    """The inference.solvers module that turns its samples into model calls."""
+    solvers: tuple[str, ...] = ("single_call",)
+    """The solvers (modules of inference.solvers, or dotted module paths defining SOLVER) that run
+    in order over its sample table, each through its own model role."""
+    options: type = DatasetConfig
+    """Its `dataset.*` options: a DatasetConfig subclass (an option it lacks is refused)."""
+    select: Callable[[pl.DataFrame, Any], pl.DataFrame] | None = None
+    """(the loaded table, its options) -> the samples to run, for options beyond settings and
+    limit (PEToolBench's history ablations, ETAPP's users and methods)."""
+    check: Callable[[Any], list[str]] | None = None
+    """(its options) -> every problem with its data files and the selection, reported with the
+    config's problems before any model loads (a loader's own errors come later, at load)."""
+    roles: tuple[str, ...] = ()
+    """Model roles besides the evaluated model that its solvers use (ETAPP: `judge`); each is
+    configured under `roles.<name>` by its YAML."""
+    engine_answers: tuple[str, ...] = ("prompts", "samples")
+    """The kinds of engine its solvers can use (`EngineConfig.answers`): a model, stored answers
+    (replay), scripted agent turns (script)."""
     prompt_format: str = BENCHMARK_FORMAT
     """The format its authors prompted in: `benchmark` (their answer format) or `native`
     (the model's own tool-call format, tools given to the chat template)."""
     max_calls: int = 1
     """Calls one answer may hold in the native format (the grammar allows up to this many)."""
-    runner: str | None = None
-    """A module whose `run(cfg, run_dir, resolved)` replaces the single-call stages (load -> prompt
-    -> solve -> grade) for a benchmark that needs its own: a multi-turn agent with a judge (ETAPP)."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],
@@ -125,9 +141,8 @@ def raise_problems(problems: list[str], path: Path | str) -> None:
     """One DatasetError listing every bad record (the first 40), or nothing when there are none."""
     if not problems:
         return
-    shown = "\n  ".join(problems[:_MAX_LISTED])
-    more = f"\n  ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
-    raise DatasetError(f"{len(problems)} bad record(s) in {path}:\n  {shown}{more}\n"
+    shown = list_first(problems, _MAX_LISTED, "\n  ")
+    raise DatasetError(f"{len(problems)} bad record(s) in {path}:\n  {shown}\n"
                        "Fix or remove these records; nothing was run.")
 
 

@@ -8,13 +8,14 @@ collected and reported in one DatasetError before any model loads.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import polars as pl
 
 from inference.benchmarks.base import Benchmark, raise_problems, read_json, sample_row, sample_table
+from inference.config import DatasetConfig
 from inference.errors import DatasetError
 
 # setting code -> the record field holding that setting's complete system prompt
@@ -151,6 +152,40 @@ def load_petoolbench(path: str | Path, settings: Iterable[str], limit: int | Non
     return sample_table(rows, settings, limit, SCORER)
 
 
+@dataclass
+class PEToolBenchOptions(DatasetConfig):
+    """PEToolBench's `dataset.*` options: the history ablations (inference/history.py)."""
+
+    settings: list[str] = field(default_factory=lambda: list(SETTINGS))
+    history: str = "full"
+    """History ablation: full, none, last_k, shuffled."""
+    history_k: int = 5
+    """dataset.history=last_k: how many of the most recent items to keep."""
+    history_seed: int = 0
+    """dataset.history=shuffled: the seed of the orders (one per record)."""
+    drop_ratings: bool = False
+    """Remove every history item's `rating` (the `r` setting's signal)."""
+
+    def problems(self) -> list[str]:
+        from inference.history import HISTORY_MODES
+
+        found = []
+        if self.history not in HISTORY_MODES:
+            found.append(f"dataset.history must be one of {list(HISTORY_MODES)}, got {self.history!r}")
+        if self.history_k < 0:
+            found.append(f"dataset.history_k must be an integer >= 0, got {self.history_k}")
+        return found
+
+
+def ablate_history(table: pl.DataFrame, options: PEToolBenchOptions) -> pl.DataFrame:
+    """The samples with their history ablated as `dataset.history` says."""
+    from inference.history import ablate_table
+
+    return ablate_table(table, options.history, options.history_k, options.drop_ratings, options.history_seed,
+                        options.name)
+
+
 BENCHMARK = Benchmark(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench, scorer=SCORER,
+                      options=PEToolBenchOptions, select=ablate_history,
                       path_hint="user_entries_test.json, or a folder with "
                                 "dataset_test/user_entries_test_{p,r,c}.json")

@@ -14,6 +14,7 @@ from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.toolcalls import request_grammar
+from inference.config import TransformersEngineConfig
 
 # decoding.constraint -> the outlines library's name for its grammar backend
 _OUTLINES_BACKENDS = {"outlines": "outlines_core", "xgrammar": "xgrammar", "guidance": "llguidance"}
@@ -119,3 +120,7 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
     return ids
+
+
+CONFIG = TransformersEngineConfig
+"""The options this engine reads (conf/engine/transformers.yaml is typed by it)."""

@@ -23,6 +23,7 @@ from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.toolcalls import request_grammar
+from inference.config import OpenAIEngineConfig
 
 _BACKOFF_S = 0.5
 
@@ -109,3 +110,7 @@ class OpenAIEngine:
         return Generation(request.sample_id, choice.get("text"), str(choice.get("finish_reason") or "error"),
                           output_tokens=len(tokens) if tokens is not None else answer.get("usage", {}).get(
                               "completion_tokens"))
+
+
+CONFIG = OpenAIEngineConfig
+"""The options this engine reads (conf/engine/openai.yaml is typed by it)."""

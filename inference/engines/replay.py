@@ -10,6 +10,7 @@ import polars as pl
 
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
+from inference.config import ReplayEngineConfig
 
 _MAX_LISTED = 20
 
@@ -65,3 +66,7 @@ class ReplayEngine:
                 if r.sample_id in self._outputs
                 else Generation(r.sample_id, None, "missing", error="missing: no prediction for this sample")
                 for r in requests]
+
+
+CONFIG = ReplayEngineConfig
+"""The options this engine reads (conf/engine/replay.yaml is typed by it)."""

@@ -20,6 +20,7 @@ from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.models import cache_root
 from inference.toolcalls import grammar_key, grammar_spec
+from inference.config import VLLMEngineConfig
 
 
 def configure_environment(compile_timeout_s: int) -> bool:
@@ -167,3 +168,7 @@ def _to_generation(request: Request, output: Any) -> Generation:
                 "compilation failed or exceeded decoding.compile_timeout_s)"
     return Generation(request.sample_id, completion.text, reason,
                       output_tokens=len(completion.token_ids), error=error)
+
+
+CONFIG = VLLMEngineConfig
+"""The options this engine reads (conf/engine/vllm.yaml is typed by it)."""

@@ -1,39 +1,64 @@
 """Solvers: how a benchmark's samples become model calls, and what happened on the way.
 
 A solver is a module of this package (or any importable module, by dotted path) that defines
-`SOLVER`, an object with `solve(conversations, generate) -> conversations`. A conversation is
-a sample's chat messages plus the rendered request of its next model turn; `generate` runs
-requests through the engine (with the run's cache and shards) and returns one Generation per
-request. `single_call` asks once and appends the answer; a multi-turn agent loop calls
-`generate` once per turn over every live conversation.
+`SOLVER`, an object with a `role` (the model role it generates with: `model`, the evaluated
+model, or one its benchmark declares, such as `judge`) and `solve(samples, context) -> table`.
+It keeps its own per-sample state (a chat, an agent's episode), asks `context.generator(role)`
+for a role's generator (rendering with the model's chat template, and `generate` through the
+run's store: shards, resume, cache), and calls `generate` once per step over every live sample.
+It returns the sample table with the columns it adds; a failed sample is a row, never an
+exception. `single_call` is one step; ETAPP's agent loop and its judge are solvers too.
+
+A solver whose role is switched off (`roles.<name>.enabled=false`) is not run: its `skip`
+gives the table its columns, empty, so later solvers and the scorer see one shape.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import polars as pl
 
 from grading.registry import NotFound, find, names_in
-from inference.engines import Generation, Request
 from inference.errors import ConfigError
-
-Generate = Callable[[list[Request]], list[Generation]]
 
 
 @dataclass
-class Conversation:
-    """One sample's chat so far, and the request for the model's next turn (None: finished)."""
+class SolveContext:
+    """What a solver is given besides its samples."""
 
-    sample_id: str
-    messages: list[dict[str, Any]]
-    request: Optional[Request]
-    generations: list[Generation] = field(default_factory=list)
-    """Every model turn's generation, in order."""
+    cfg: Any
+    """The run's typed config (inference.config.ToolsweepConfig)."""
+    benchmark: Any
+    """The run's inference.benchmarks.base.Benchmark."""
+    run_dir: Path
+    timer: Any
+    make_generator: Callable[[str], Any]
+    """role name -> a new inference.generation.Generator for it."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What the solver reports for run.json (e.g. the prompt format), by key."""
+    built: dict[str, Any] = field(default_factory=dict)
+    """The generators asked for so far, by role."""
+
+    def generator(self, role: str) -> Any:
+        """The generator of model role `role` (one per role and context)."""
+        if role not in self.built:
+            self.built[role] = self.make_generator(role)
+        return self.built[role]
 
 
 class Solver(Protocol):
-    def solve(self, conversations: list[Conversation], generate: Generate) -> list[Conversation]:
-        """Run the conversations to their end; every one comes back, failed ones included."""
+    role: str
+    """The model role this solver generates with."""
+
+    def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
+        """The samples with this solver's columns; every sample comes back, failed ones included."""
+        ...
+
+    def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
+        """The samples with this solver's columns left empty (its role is switched off)."""
         ...
 
 

@@ -1,20 +1,175 @@
-"""One prompt, one answer: every conversation's request is generated once, in one batch."""
+"""One prompt, one answer: the single-call benchmarks' solver (PEToolBench, FamilyTool, ToolSpectrum).
+
+Stages, each over a Polars table: plan the prompt format -> attach call schemas and render every
+prompt with the model's chat template (too_long rows for prompts that leave no room) -> one
+batched generate through the `model` role -> the generation table with a failure class per
+failed sample -> native format: the calls read by the model family's parser.
+"""
 
 from __future__ import annotations
 
-from inference.solvers import Conversation, Generate
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from inference.benchmarks.base import NATIVE_FORMAT
+from inference.config import ToolsweepConfig
+from inference.console import marker
+from inference.engines import Generation, Request
+from inference.errors import ConfigError
+from inference.generation import MODEL_ROLE
+from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts, template_has_tools
+from inference.solvers import SolveContext
+from inference.toolcalls import CallFormat, call_format, guess_parser
+
+ENGINE_ERROR, EMPTY_OUTPUT = "engine_error", "empty_output"
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """How this run prompts and reads answers, resolved once from config, benchmark and template."""
+
+    format: str
+    """benchmark or native."""
+    tool_parser: str | None = None
+    """native: vLLM's parser that reads the calls."""
+    template_tools: bool | None = None
+    """native: whether the chat template renders tools (False: toolsweep's tool block instead)."""
+    max_calls: int = 1
+
+    @property
+    def native(self) -> bool:
+        return self.format == NATIVE_FORMAT
+
+    @property
+    def call_format(self) -> CallFormat | None:
+        """The family wrapper a grammar adds (None: benchmark format, or a parser read but not constrained)."""
+        return call_format(self.tool_parser) if self.native and self.tool_parser else None
+
+    def facts(self) -> dict[str, Any]:
+        """What run.json records about the prompt."""
+        if not self.native:
+            return {"format": self.format}
+        return {"format": self.format, "tool_parser": self.tool_parser, "max_calls": self.max_calls,
+                "tools_in": "the chat template (tools=)" if self.template_tools
+                else "a tool block in the system turn (the chat template ignores tools=)"}
+
+
+def plan_prompts(cfg: ToolsweepConfig, benchmark: Any, tokenizer: Any | None) -> PromptPlan:
+    """The run's prompt format: prompt.format, else the benchmark's authors' choice."""
+    fmt = cfg.prompt.format or benchmark.prompt_format
+    if fmt != NATIVE_FORMAT:
+        return PromptPlan(fmt)
+    if tokenizer is None:
+        raise ConfigError("prompt.format=native reads calls with the model family's parser, which needs the "
+                          "model's tokenizer: set model.path to the model that produced the outputs")
+    parser = cfg.model.tool_parser or guess_parser(getattr(tokenizer, "chat_template", None))
+    from inference.engines.vllm_tool_parsers import call_reader
+
+    call_reader(parser, tokenizer)  # a parser vLLM lacks, or one unfit for the tokenizer, fails here
+    if cfg.decoding.constraint != "none" and call_format(parser) is None:
+        raise ConfigError(f"model.tool_parser={parser} has no grammar in toolsweep (constrained native decoding "
+                          "knows hermes, llama3_json and mistral); use decoding.constraint=none with it")
+    return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls)
+
+
+def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | None,
+                  max_model_len: int | None, plan: PromptPlan, render: bool = True) -> pl.DataFrame:
+    """Rendered prompts, token counts, too_long rows and the call schema of every sample.
+
+    Without rendering (replay), prompts stay empty: only schemas and gold coverage.
+    """
+    native = plan.call_format if plan.native else None
+    if plan.native and native is None:  # a parser without a grammar: schema in Hermes keys
+        native = call_format("hermes")
+    table = attach_schemas(samples, cfg.decoding.constraint, cfg.decoding.max_string_chars, native)
+    table = table.with_columns(pl.lit(plan.format).alias("prompt_format"))
+    if tokenizer is None or not render:
+        return table.with_columns(pl.lit(None, dtype=pl.String).alias("prompt"),
+                                  pl.lit(None, dtype=pl.List(pl.Int32)).alias("prompt_token_ids"),
+                                  pl.lit(None, dtype=pl.Int64).alias("prompt_tokens"),
+                                  pl.lit(0, dtype=pl.Int64).alias("history_dropped"),
+                                  pl.lit(None, dtype=pl.String).alias("failure"))
+    settings = PromptSettings(max_model_len, cfg.decoding.max_new_tokens, cfg.decoding.drop_oldest_history,
+                              native=plan.native, template_tools=bool(plan.template_tools))
+    return render_prompts(table, tokenizer, settings)
+
+
+def requests_for(prompts: pl.DataFrame, constraint: str, plan: PromptPlan) -> list[Request]:
+    """One request per sample that has not already failed (too_long)."""
+    fmt = plan.call_format
+    return [Request(sample_id=row["sample_id"], prompt=row["prompt"],
+                    prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
+                    schema_json=None if constraint == "none" else row["schema_json"],
+                    call_format=fmt.parser if fmt else None, max_calls=plan.max_calls)
+            for row in prompts.select("sample_id", "prompt", "prompt_token_ids", "schema_json", "failure")
+            .iter_rows(named=True) if row["failure"] is None]
+
+
+def read_calls(table: pl.DataFrame, plan: PromptPlan, tokenizer: Any) -> pl.DataFrame:
+    """Native format: the `calls` column, each answer read by vLLM's parser of the model's family
+    (JSON `[{"name", "arguments"}]`, `[]` when it found none, null for a failed sample)."""
+    if not plan.native:
+        return table.with_columns(pl.lit(None, dtype=pl.String).alias("calls"))
+    from inference.engines.vllm_tool_parsers import call_reader
+
+    read = call_reader(plan.tool_parser, tokenizer)
+    calls = [None if failure is not None else json.dumps(read(output), ensure_ascii=False)
+             for output, failure in table.select("output", "failure").iter_rows()]
+    return table.with_columns(pl.Series("calls", calls, dtype=pl.String))
+
+
+def collect(prompts: pl.DataFrame, generations: list[Generation]) -> pl.DataFrame:
+    """The generation table: one row per sample, with a `failure` class for every failed one.
+
+    Classes: too_long (no room for the answer), length (cut off at max_new_tokens),
+    engine_error (the engine or its grammar failed), empty_output, missing (replay).
+    """
+    gen = pl.DataFrame(
+        [{"sample_id": g.sample_id, "output": g.output, "finish_reason": g.finish_reason,
+          "output_tokens": g.output_tokens, "error": g.error} for g in generations],
+        schema={"sample_id": pl.String, "output": pl.String, "finish_reason": pl.String,
+                "output_tokens": pl.Int64, "error": pl.String})
+    joined = prompts.drop("prompt", "prompt_token_ids").join(gen, on="sample_id", how="left",
+                                                             maintain_order="left")
+    too_long = pl.col("failure") == TOO_LONG
+    reason = pl.col("finish_reason")
+    return joined.with_columns(
+        pl.when(too_long).then(pl.lit(TOO_LONG)).otherwise(reason).alias("finish_reason"),
+        pl.when(too_long).then(pl.lit(TOO_LONG))
+        .when(reason == "error").then(pl.lit(ENGINE_ERROR))
+        .when(reason.is_in(["length", "missing"])).then(reason)
+        .when(pl.col("output").fill_null("").str.strip_chars() == "").then(pl.lit(EMPTY_OUTPUT))
+        .otherwise(None).alias("failure"),
+        pl.when(too_long)
+        .then(pl.format("too_long: {} prompt tokens leave no room for the answer", pl.col("prompt_tokens")))
+        .otherwise(pl.col("error")).alias("error"),
+    )
+
 
 
 class SingleCall:
-    """Ask every sample once and append the model's answer as the assistant turn."""
+    """Ask every sample once; its answer is the `output` column."""
 
-    def solve(self, conversations: list[Conversation], generate: Generate) -> list[Conversation]:
-        live = [c for c in conversations if c.request is not None]
-        for conversation, generation in zip(live, generate([c.request for c in live])):
-            conversation.messages.append({"role": "assistant", "content": generation.output})
-            conversation.generations.append(generation)
-            conversation.request = None
-        return conversations
+    role = MODEL_ROLE
+
+    def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
+        cfg, generator = context.cfg, context.generator(self.role)
+        with context.timer.phase("prompts"):
+            marker("building prompts")
+            tokenizer = generator.tokenizer
+            plan = plan_prompts(cfg, context.benchmark, tokenizer)
+            prompts = build_prompts(cfg, samples, tokenizer, generator.max_model_len, plan,
+                                    render=generator.loads_model)
+        context.facts["prompt"] = plan.facts()
+        with context.timer.phase("generate"):
+            generations = generator.generate(requests_for(prompts, cfg.decoding.constraint, plan))
+        return read_calls(collect(prompts, generations), plan, tokenizer)
+
+    def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
+        raise ConfigError("the evaluated model's role cannot be switched off")
 
 
 SOLVER = SingleCall()

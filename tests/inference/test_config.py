@@ -10,10 +10,11 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 import inference.cli  # noqa: F401  (registers the schema and resolvers, as the entry point does)
-from inference.benchmarks import benchmark_names, get_benchmark, load_dataset
+from inference.benchmarks import benchmark_names, load_dataset
 from inference.benchmarks.base import table_schema
 from inference.config import ToolsweepConfig, validate
 from inference.errors import ConfigError
+from inference.run import run_config
 from tests.conftest import REPO, SAMPLE, SHARED_DATA
 
 CONF = REPO / "conf"
@@ -29,10 +30,19 @@ REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"d
             "engine=openai": ["engine.base_url=http://127.0.0.1:1/v1"]}
 
 
-def _compose(overrides: list[str]) -> ToolsweepConfig:
+def _typed(overrides: list[str]):
+    """(typed config, benchmark) as the entry point makes them: compose, resolve, type."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_object(cfg)
+    return run_config(OmegaConf.to_container(cfg, resolve=True))
+
+
+def _compose(overrides: list[str]) -> ToolsweepConfig:
+    return _typed(overrides)[0]
+
+
+def _validate(overrides: list[str]) -> None:
+    validate(*_typed(overrides))
 
 
 OPTIONS = [f"{g}={p.stem}" for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
@@ -53,13 +63,13 @@ DATASET_OPTIONS = [o for o in OPTIONS if o.startswith("dataset=")]
 def test_every_dataset_option_names_a_benchmark_and_loads(option):
     """Each conf/dataset option names a registered benchmark, a subset of its settings, and
     (filled where the YAML leaves it required) a path its loader reads."""
-    cfg = _compose([option, *REQUIRED.get(option, [])])
-    benchmark = get_benchmark(cfg.dataset.name)
+    cfg, benchmark = _typed([option, *REQUIRED.get(option, [])])
+    assert isinstance(cfg.dataset, benchmark.options)
     assert set(cfg.dataset.settings) <= set(benchmark.settings), (option, cfg.dataset.settings)
     if not Path(cfg.dataset.path).exists():
         pytest.skip(f"{option}: its data is absent ({cfg.dataset.path}; it lives in ../shared/data)")
     table = load_dataset(cfg.dataset.name, cfg.dataset.path, cfg.dataset.settings, limit=2)
-    if benchmark.runner is not None:  # a benchmark with its own stages has its own case table
+    if benchmark.solvers != ("single_call",):  # a multi-turn benchmark has its own case table
         assert table.height and {"sample_id", "setting"} <= set(table.columns)
         return
     assert table.schema == table_schema(benchmark.scorer)
@@ -92,18 +102,51 @@ def test_defaults_are_the_embedded_model_on_the_sample():
         ("vllm", "outlines", 256, 0.0)
 
 
-@pytest.mark.parametrize("override", ["decoding.constrant=none", "dataset.limit=ten", "model.tensor_parallel_size=1.5"],
-                         ids=["typo_key", "wrong_type_int", "wrong_type_float"])
+@pytest.mark.parametrize("override", ["decoding.constrant=none", "model.tensor_parallel_size=1.5", "dataset.histroy=none"],
+                         ids=["typo_key", "wrong_type_float", "typo_in_a_dataset_option"])
 def test_typos_and_types_fail_at_composition(override):
     with pytest.raises(ConfigCompositionException):
         _compose([override])
 
 
-def test_validate_lists_every_problem_at_once(tmp_path):
-    cfg = _compose(["decoding.constraint=lmfe", "dataset.settings=[p,x]", "dataset.limit=0",
-                    f"model.path={tmp_path}", "engine.gpu_memory_utilization=1.5", "engine.cpu_kvcache_gib=0"])
+@pytest.mark.parametrize("overrides, expected", [
+    (["dataset.limit=ten"], "dataset: Value 'ten' of type 'str' could not be converted to Integer"),
+    (["+dataset.histroy=none"], "dataset.histroy is not an option here"),
+    (["dataset=etapp", f"dataset.path={SHARED_DATA / 'etapp'}", "+dataset.history=none"],
+     "dataset.history is not an option here (EtappOptions has"),
+    (["dataset=familytool", f"dataset.path={REPO}/datasets/familytool_sample", "+dataset.history=none"],
+     "dataset.history is not an option here"),
+    (["+engine.max_num_seqz=4"], "engine.max_num_seqz is not an option here (VLLMEngineConfig has"),
+], ids=["wrong_type", "typo_in_a_benchmark_option", "petoolbench_option_under_etapp",
+        "petoolbench_option_under_familytool", "typo_in_an_engine_option"])
+def test_options_the_chosen_part_lacks_are_refused_before_anything_loads(overrides, expected):
+    """The dataset is typed by its benchmark's options and the engine by its own: an option they
+    do not have is an error that names it, never silently ignored."""
     with pytest.raises(ConfigError) as err:
-        validate(cfg)
+        _compose(overrides)
+    assert expected in str(err.value)
+
+
+def test_an_engine_the_benchmark_cannot_use_is_refused_at_validation(tmp_path):
+    script = tmp_path / "turns.jsonl"
+    script.write_text('{"sample_id": "p-1", "turn": 1, "answer": "x"}\n')
+    with pytest.raises(ConfigError) as err:
+        _validate(["engine=script", f"engine.script={script}"])
+    assert "engine=script answers turns, which benchmark petoolbench cannot use" in str(err.value)
+
+
+def test_a_role_the_benchmark_does_not_declare_is_refused():
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        data = OmegaConf.to_container(compose(config_name="config"), resolve=True)
+    data["roles"] = {"judge": {"model": {"path": "/m"}, "engine": dict(data["engine"])}}
+    with pytest.raises(ConfigError, match=r"roles.judge is not a role of benchmark petoolbench"):
+        validate(*run_config(data))
+
+
+def test_validate_lists_every_problem_at_once(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        _validate(["decoding.constraint=lmfe", "dataset.settings=[p,x]", "dataset.limit=0",
+                   f"model.path={tmp_path}", "engine.gpu_memory_utilization=1.5", "engine.cpu_kvcache_gib=0"])
     message = str(err.value)
     for expected in ("decoding.constraint must be one of ['outlines', 'xgrammar', 'guidance', 'none'], got 'lmfe'",
                      "dataset.settings must be a non-empty subset of ['p', 'r', 'c'] for petoolbench, got ['p', 'x']",
@@ -115,11 +158,35 @@ def test_validate_lists_every_problem_at_once(tmp_path):
 
 
 def test_missing_model_path_is_named(tmp_path):
-    cfg = _compose(["model=local", f"model.path={tmp_path / 'nope'}"])
     with pytest.raises(ConfigError, match=r"model.path .*nope' does not exist: toolsweep runs offline"):
-        validate(cfg)
+        _validate(["model=local", f"model.path={tmp_path / 'nope'}"])
 
 
 def test_replay_needs_predictions():
     with pytest.raises(ConfigError, match="engine.predictions '/no/such.jsonl' is not a file"):
-        validate(_compose(["engine=replay", "engine.predictions=/no/such.jsonl"]))
+        _validate(["engine=replay", "engine.predictions=/no/such.jsonl"])
+
+
+def _schema_of(path: Path) -> tuple[type, dict]:
+    import importlib
+
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    if path.parent.name == "engine":
+        return importlib.import_module(data["target"].split(":")[0]).CONFIG, data
+    from inference.benchmarks import get_benchmark
+
+    data = data.get("dataset", data)
+    return get_benchmark(data["name"]).options, data
+
+
+@pytest.mark.parametrize("path", sorted([*(CONF / "engine").glob("*.yaml"), *(CONF / "dataset").glob("*.yaml")]),
+                         ids=lambda p: f"{p.parent.name}={p.stem}")
+def test_every_option_of_an_engine_or_benchmark_is_in_its_yaml(path):
+    """An engine's and a benchmark's options are typed after composition, so Hydra knows only the
+    keys their YAML lists: one left out could not be set with `key=value` (only `+key=value`)."""
+    from dataclasses import fields
+
+    schema, data = _schema_of(path)
+    assert [f.name for f in fields(schema) if f.name not in data] == []

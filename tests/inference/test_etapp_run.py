@@ -33,8 +33,8 @@ def toolsweep(run_dir: Path, data: Path, overrides: list[str], script: list[dict
 
 
 def one_case(user: str, instruction: int, method: str = "fc", setting: str = "tool_given") -> list[str]:
-    return [f"etapp.users=[{user}]", f"etapp.instructions=[{instruction}]", f"etapp.methods=[{method}]",
-            f"dataset.settings=[{setting}]", "judge.enabled=false"]
+    return [f"dataset.users=[{user}]", f"dataset.instructions=[{instruction}]", f"dataset.methods=[{method}]",
+            f"dataset.settings=[{setting}]", "roles.judge.enabled=false"]
 
 
 def messages(run_dir: Path) -> list[dict]:
@@ -84,7 +84,7 @@ def test_react_error_paths_nudges_and_the_turn_cap(tmp_path, etapp_data):
               {"sample_id": sid, "turn": 5, "output": "I think the lights are fine."},
               {"sample_id": sid, "turn": 6, "calls": [{"name": "get_home_temperature_and_humidity",
                                                        "arguments": {"at_time": "2024-09-08 17:45:00"}}]}]
-    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("John_Doe", 8, "react"), "etapp.max_turns=6"], script)
+    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("John_Doe", 8, "react"), "dataset.max_turns=6"], script)
     assert done.returncode == 0, done.stderr
     rows = messages(tmp_path / "run")
     tools = [r for r in rows if r["role"] == "tool"]
@@ -105,7 +105,7 @@ def test_too_many_calls_in_one_response_ends_the_case(tmp_path, etapp_data):
     sid = "tool_given/fc/John_Doe-1"
     calls = [{"name": "view_today_alarms", "arguments": {}}] * 3
     done = toolsweep(tmp_path / "run", etapp_data,
-                     [*one_case("John_Doe", 1), "etapp.max_calls_per_response=2"],
+                     [*one_case("John_Doe", 1), "dataset.max_calls_per_response=2"],
                      [{"sample_id": sid, "turn": 1, "calls": calls}])
     assert done.returncode == 0, done.stderr
     rows = messages(tmp_path / "run")
@@ -124,7 +124,7 @@ def test_per_tool_state_by_default_and_app_state_on_request(tmp_path, etapp_data
                                                                      "end_time": "2024-09-06"}}]}]
     seen = {}
     for state in ("tool", "app"):
-        done = toolsweep(tmp_path / state, etapp_data, [*one_case("John_Doe", 15), f"etapp.state={state}"], script)
+        done = toolsweep(tmp_path / state, etapp_data, [*one_case("John_Doe", 15), f"dataset.state={state}"], script)
         assert done.returncode == 0, done.stderr
         tools = [r["observation"] for r in messages(tmp_path / state) if r["role"] == "tool"]
         assert tools[0] == '{"status": "success", "message": "Event added successfully."}'
@@ -143,7 +143,7 @@ def test_upstream_trajectories_are_imported(tmp_path, etapp_data):
         {"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": "No new mail."}]}]
     (folder / "John_Doe_instruction.json").write_text(json.dumps(entries))
     done = toolsweep(tmp_path / "run", etapp_data,
-                     [*one_case("John_Doe", 7), f"etapp.upstream={folder}"])
+                     [*one_case("John_Doe", 7), f"dataset.upstream={folder}"])
     assert done.returncode == 0, done.stderr
     sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
     assert (sample["output"], sample["n_calls"], sample["end_reason"]) == ("No new mail.", 1, "finish")
@@ -162,11 +162,11 @@ def test_bad_inputs_fail_before_any_model_loads(tmp_path, etapp_data):
     records = json.loads((data / "data/instruction/instruction.json").read_text())
     records[3]["available_tools_name"].append("teleport_user")
     (data / "data/instruction/instruction.json").write_text(json.dumps(records))
-    done = toolsweep(tmp_path / "run", data, ["etapp.users=[John_Doe]", "judge.model.path=/nonexistent/judge"])
+    done = toolsweep(tmp_path / "run", data, ["dataset.users=[John_Doe]", "roles.judge.model.path=/nonexistent/judge"])
     assert done.returncode == 2
     assert "teleport_user" in done.stderr and "loading model" not in done.stderr
-    done = toolsweep(tmp_path / "run2", data, ["etapp.users=[John_Doe]", "etapp.instructions=[1]",
-                                              "judge.model.path=/nonexistent/judge"])
+    done = toolsweep(tmp_path / "run2", data, ["dataset.users=[John_Doe]", "dataset.instructions=[1]",
+                                              "roles.judge.model.path=/nonexistent/judge"])
     assert done.returncode == 2
     assert "events_John_Doe.csv" in done.stderr and "/nonexistent/judge" in done.stderr
     assert "loading model" not in done.stderr
@@ -177,13 +177,13 @@ def test_a_corrupt_trajectory_file_is_a_clear_error(tmp_path, etapp_data):
     done = toolsweep(tmp_path / "run", etapp_data, one_case("John_Doe", 1), [{"sample_id": sid, "turn": 1, "answer": "hi"}])
     assert done.returncode == 0, done.stderr
     (tmp_path / "run" / "trajectories.parquet").write_bytes(b"not parquet")
-    judged = subprocess.run([sys.executable, "-m", "inference.benchmarks.etapp.rejudge", str(tmp_path / "run")],
+    judged = subprocess.run([sys.executable, "-m", "inference.rejudge", str(tmp_path / "run")],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert judged.returncode == 2 and "trajectories.parquet is not a readable Parquet file" in judged.stderr
     bad = tmp_path / "upstream"
     bad.mkdir()
     (bad / "John_Doe_instruction.json").write_text("[{")
-    done = toolsweep(tmp_path / "run3", etapp_data, [*one_case("John_Doe", 1), f"etapp.upstream={bad}"])
+    done = toolsweep(tmp_path / "run3", etapp_data, [*one_case("John_Doe", 1), f"dataset.upstream={bad}"])
     assert done.returncode == 2 and "is not valid JSON" in done.stderr
 
 
@@ -214,17 +214,17 @@ def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_pa
 
 
 def test_sequential_state_keeps_a_tools_tables_across_a_users_cases(tmp_path, etapp_data):
-    """etapp.state=sequential (upstream's replication mode): an event added in case 15 is still in
+    """dataset.state=sequential (upstream's replication mode): an event added in case 15 is still in
     add_event_in_calendar's table in case 38, so the same slot conflicts; fresh per case it does not."""
     event = {"title": "Board review", "description": "quarterly", "start_time": "2024-09-10 23:00:00",
              "end_time": "2024-09-10 23:30:00"}
     script = [{"sample_id": f"tool_given/fc/John_Doe-{i}", "turn": 1,
                "calls": [{"name": "add_event_in_calendar", "arguments": event}]} for i in (15, 38)]
-    overrides = ["etapp.users=[John_Doe]", "etapp.instructions=[15,38]", "etapp.methods=[fc]",
-                 "dataset.settings=[tool_given]", "judge.enabled=false"]
+    overrides = ["dataset.users=[John_Doe]", "dataset.instructions=[15,38]", "dataset.methods=[fc]",
+                 "dataset.settings=[tool_given]", "roles.judge.enabled=false"]
     seen = {}
     for state in ("tool", "sequential"):
-        done = toolsweep(tmp_path / state, etapp_data, [*overrides, f"etapp.state={state}"], script)
+        done = toolsweep(tmp_path / state, etapp_data, [*overrides, f"dataset.state={state}"], script)
         assert done.returncode == 0, done.stderr
         seen[state] = [r["observation"] for r in messages(tmp_path / state) if r["role"] == "tool"]
     added = '{"status": "success", "message": "Event added successfully."}'

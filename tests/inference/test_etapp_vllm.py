@@ -22,16 +22,16 @@ pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # The smoke subset's shape (fc, tool-given, at most 4 turns, short answers and analyses) on two
 # cases, two users' instruction 1: every assertion is per case, and the embedded model's prefill of
 # the judge's prompts is the suite's largest single cost. No cross-run cache.
-SLICE = ["dataset=etapp", "etapp.methods=[fc]", "dataset.settings=[tool_given]", "etapp.max_turns=4",
-         "etapp.max_new_tokens=32", "decoding.constraint=xgrammar", "judge.analysis_chars=8",
-         "judge.max_new_tokens=1024", "engine.cache=false", "judge.engine.cache=false"]
-SMOKE = [*SLICE, "etapp.users=[James_Harrington,John_Doe]", "etapp.instructions=[1]"]
+SLICE = ["dataset=etapp", "dataset.methods=[fc]", "dataset.settings=[tool_given]", "dataset.max_turns=4",
+         "decoding.max_new_tokens=32", "decoding.constraint=xgrammar", "dataset.judge_analysis_chars=8",
+         "roles.judge.decoding.max_new_tokens=1024", "engine.cache=false", "roles.judge.engine.cache=false"]
+SMOKE = [*SLICE, "dataset.users=[James_Harrington,John_Doe]", "dataset.instructions=[1]"]
 # The killed run resumes from its own run dir. One request per shard gives each phase a middle to
 # be killed in, and makes every generation's numerics independent of what was batched with it (on
 # the CPU, vLLM's bf16 output for a request can change with the batch around it, and a batch's
 # timing differs between processes); prefix caching off does the same for cached prefixes.
-KILL = [*SLICE, "etapp.users=[James_Harrington]", "etapp.instructions=[1,7,8]", "engine.shard_size=1",
-        "judge.engine.shard_size=1", "engine.enable_prefix_caching=false", "judge.engine.enable_prefix_caching=false"]
+KILL = [*SLICE, "dataset.users=[James_Harrington]", "dataset.instructions=[1,7,8]", "engine.shard_size=1",
+        "roles.judge.engine.shard_size=1", "engine.enable_prefix_caching=false", "roles.judge.engine.enable_prefix_caching=false"]
 
 
 def _command(run_dir: Path, data: Path, args: tuple[str, ...] = tuple(SMOKE)) -> list[str]:
@@ -41,7 +41,7 @@ def _command(run_dir: Path, data: Path, args: tuple[str, ...] = tuple(SMOKE)) ->
 def _tiny(model: Path) -> tuple[str, ...]:
     """The kill slice with agent and judge both the tiny model, with small KV caches (the
     agent's answer budget is etapp.max_new_tokens)."""
-    return (*KILL, *tiny_args(model, max_new_tokens=None), f"judge.model.path={model}", "judge.model.embedded=false", "judge.engine.cpu_kvcache_gib=0.0625")
+    return (*KILL, *tiny_args(model, max_new_tokens=None), f"roles.judge.model.path={model}", "roles.judge.model.embedded=false", "roles.judge.engine.cpu_kvcache_gib=0.0625")
 
 
 def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, etapp_data, scratch_env):
@@ -63,8 +63,8 @@ def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, eta
     metrics = pl.read_parquet(finished / "metrics.parquet")
     assert metrics["setting"].to_list() == ["tool_given/fc", "tool_given/fc/clean", "all", "all/clean"]
     facts = json.loads((finished / "run.json").read_text())
-    for phase in ("agent", "judge"):
-        assert facts["phases"][phase]["output_tokens_per_s"] > 0, facts["phases"][phase]
+    for role in ("model", "judge"):
+        assert facts["roles"][role]["output_tokens_per_s"] > 0, facts["roles"][role]
     _check_judge_only_rerun(finished, scratch_env)
 
 
@@ -82,8 +82,13 @@ def _kill_at(run_dir: Path, data: Path, extra: tuple[str, ...], env: dict[str, s
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
     time.sleep(1.0)
-    alive = subprocess.run(["pgrep", "-f", f"etapp.phases .* {run_dir}"], capture_output=True, text=True).stdout
+    alive = subprocess.run(["pgrep", "-f", f"inference.run {run_dir}"], capture_output=True, text=True).stdout
     assert not alive.strip(), f"a phase process outlived the killed run: {alive}"
+
+
+def _generation(run_dir: Path, step: int) -> dict:
+    """The generation counts of solver `step` (0: the agent, 1: the judge) as its process wrote them."""
+    return json.loads((run_dir / "steps" / f"{step}.json").read_text())["role"]["generation"]
 
 
 def _scores(run_dir: Path) -> pl.DataFrame:
@@ -102,13 +107,13 @@ def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny
     _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/3")   # agent: after its first shard of 3
     assert not (run_dir / "trajectories.parquet").exists() and list((run_dir / "parts").glob("part-*"))
     _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/3")   # the agent resumes (2 shards) and ends; judge: after 1 of 3
-    agent = json.loads((run_dir / "etapp" / "agent.json").read_text())
-    assert agent["generation"]["stored_hits"] == 1 and agent["generation"]["engine_calls"] >= 2, agent
+    agent = _generation(run_dir, 0)
+    assert agent["stored_hits"] == 1 and agent["engine_calls"] >= 2, agent
     done = subprocess.run(_command(run_dir, etapp_data, extra), cwd=REPO, env=scratch_env, capture_output=True,
                           text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((run_dir / "etapp" / "agent.json").read_text())["generation"]["engine_calls"] == 0
-    judge = json.loads((run_dir / "etapp" / "judge.json").read_text())["generation"]
+    assert _generation(run_dir, 0)["engine_calls"] == 0
+    judge = _generation(run_dir, 1)
     assert judge["stored_hits"] >= 1, judge
     assert pl.read_parquet(run_dir / "trajectories.parquet").equals(pl.read_parquet(finished / "trajectories.parquet"))
     assert _scores(finished)["judge_procedure"].null_count() == 0, "the tiny judge's guided JSON completes"
@@ -117,12 +122,12 @@ def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny
 
 def _check_judge_only_rerun(finished: Path, scratch_env: dict[str, str]) -> None:
     before = pl.read_parquet(finished / "trajectories.parquet")
-    agent = (finished / "etapp" / "agent.json").read_text()
-    done = subprocess.run([sys.executable, "-m", "inference.benchmarks.etapp.rejudge", str(finished)], cwd=REPO,
+    agent = (finished / "steps" / "0.json").read_text()
+    done = subprocess.run([sys.executable, "-m", "inference.rejudge", str(finished)], cwd=REPO,
                           env=scratch_env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "agent phase" not in done.stderr and "agent turn" not in done.stderr
-    assert (finished / "etapp" / "agent.json").read_text() == agent
+    assert "agent_solver" not in done.stderr and "agent turn" not in done.stderr
+    assert (finished / "steps" / "0.json").read_text() == agent
     assert pl.read_parquet(finished / "trajectories.parquet").equals(before)
-    judge = json.loads((finished / "etapp" / "judge.json").read_text())["generation"]
+    judge = _generation(finished, 1)
     assert judge["engine_calls"] == 0, "the same judge's answers come from the run's store"

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from inference.benchmarks.petoolbench import load_petoolbench
-from inference.pipeline import load_tokenizer
-from inference.prompts import (TOO_LONG, PromptSettings, build_messages, drop_history, render_prompts,
+from inference.generation import load_tokenizer
+from inference.prompts import (render_chat, TOO_LONG, PromptSettings, drop_history, render_prompts,
                                template_has_system)
 from tests.conftest import SAMPLE
 
@@ -46,7 +46,8 @@ def test_template_without_system_role_folds_it_into_the_user_turn(tokenizer, sam
     assert template_has_system(tokenizer) and not template_has_system(plain)
     row = render_prompts(samples.head(1), plain, PromptSettings(8192, 256)).row(0, named=True)
     assert row["prompt"].startswith("<turn>user\n" + row["system"] + "\n\n" + row["user"])
-    assert build_messages("S", "U", fold_system=True) == [{"role": "user", "content": "S\n\nU"}]
+    folded = render_chat(plain, [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], None, True, True)
+    assert folded.startswith("<turn>user\nS\n\nU")
 
 
 def test_too_long_prompts_become_rows_never_truncated(tokenizer, samples):

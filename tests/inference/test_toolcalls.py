@@ -10,7 +10,7 @@ import pytest
 
 from inference.engines.vllm_tool_parsers import call_reader, decode_arguments
 from inference.errors import ConfigError
-from inference.prompts import PromptSettings, native_turns, render_one, template_has_tools
+from inference.prompts import PromptSettings, render_chat, render_one, template_has_tools
 from inference.toolcalls import CALL_FORMATS, guess_parser, native_lark, native_regex, native_schema, \
     native_structural_tag
 
@@ -24,7 +24,7 @@ CALL = '<tool_call>\n{"name":"cancel_alarm","arguments":{"label":"dinner"}}\n</t
 
 @pytest.fixture(scope="module")
 def tokenizer(embedded_model):
-    from inference.pipeline import load_tokenizer
+    from inference.generation import load_tokenizer
 
     return load_tokenizer(str(embedded_model))
 
@@ -59,8 +59,9 @@ def test_guess_parser_from_the_template():
 
 def test_smollm2_template_ignores_tools_so_a_tool_block_is_used(tokenizer):
     assert not template_has_tools(tokenizer)
-    system, tools = native_turns(None, json.dumps([{"type": "function", "function": {"name": "cancel_alarm"}}]), False)
-    assert tools is None and "<tools>" in system and '"name": "cancel_alarm"' in system
+    alone = render_chat(tokenizer, [{"role": "user", "content": "Hi"}],
+                        [{"type": "function", "function": {"name": "cancel_alarm"}}], False, False)
+    assert "<tools>" in alone and '"name": "cancel_alarm"' in alone and alone.index("<tools>") < alone.index("Hi")
     row = {"system": "x", "native_system": "Family graph here.", "user": "Cancel my alarm",
            "tool_specs": json.dumps([{"type": "function", "function": {"name": "cancel_alarm"}}])}
     prompt = render_one(row, tokenizer, False, PromptSettings(8192, 256, native=True, template_tools=False))

@@ -1,9 +1,11 @@
 """ETAPP: personalized, proactive tool use over several turns in a sandbox of personal apps,
 scored by a judge model against human-written key points (Hao et al., ACL 2025).
 
-A benchmark with its own stages (`runner`): cases (cases.py) -> agent episodes, every turn one
-batched generate over the live episodes (agent.py, sandbox/) -> trajectories.parquet ->
-judge in its own process (judge.py) -> scorer `etapp_judge` (grading/scorers/etapp_judge.py).
+A loader, two solvers and a scorer, on the shared run path: cases (cases.py) -> the agent
+solver, every turn one batched generate over the live episodes through the `model` role
+(agent_solver.py, agent.py, sandbox/) -> the judge solver through the `judge` role
+(judge_solver.py) -> scorer `etapp_judge` (grading/scorers/etapp_judge.py). Its options are
+`dataset.*` (options.py); conf/dataset/etapp.yaml configures the judge role.
 """
 
 from __future__ import annotations
@@ -13,19 +15,36 @@ from pathlib import Path
 import polars as pl
 
 from inference.benchmarks.base import Benchmark
+from .options import METHODS, EtappOptions
 
 SETTINGS = ("tool_given", "tool_retrieval")
 
 
 def _load(path: Path, settings: tuple[str, ...], limit: int | None) -> pl.DataFrame:
     from .cases import case_table, load_cases
-    from .options import METHODS
 
     table = case_table(load_cases(path, None, None), settings, METHODS)
     return table.filter(pl.int_range(pl.len()).over("setting") < limit) if limit else table
 
 
+def _select(table: pl.DataFrame, options: EtappOptions) -> pl.DataFrame:
+    """The cases of the chosen users, instructions and methods (checked by `_check` before)."""
+    from .cases import case_table, load_cases
+
+    settings = table["etapp_setting"].unique(maintain_order=True).to_list()
+    return case_table(load_cases(Path(options.path).expanduser(), options.users, options.instructions), settings,
+                      options.methods)
+
+
+def _check(options: EtappOptions) -> list[str]:
+    from .checks import input_problems
+
+    return input_problems(options)
+
+
 BENCHMARK = Benchmark(
-    name="etapp", settings=SETTINGS, load=_load,
+    name="etapp", settings=SETTINGS, load=_load, options=EtappOptions, select=_select, check=_check, roles=("judge",),
+    solvers=("inference.benchmarks.etapp.agent_solver", "inference.benchmarks.etapp.judge_solver"),
+    engine_answers=("prompts", "turns"),
     path_hint="the ETAPP folder holding data/instruction/instruction.json, profile/, toolkit/ and database/",
-    scorer="etapp_judge", solver="single_call", runner="inference.benchmarks.etapp.run")
+    scorer="etapp_judge")

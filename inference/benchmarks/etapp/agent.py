@@ -15,8 +15,8 @@ from typing import Any, Callable, Optional
 
 from . import agent_text as text
 from .cases import Case
-from .options import EtappConfig
 from inference.engines import Generation, Request
+from inference.generation import Rendered
 
 FINISH, TURN_CAP, TOO_MANY_CALLS = "finish", "turn_cap", "too_many_calls"
 TOO_LONG, TOKEN_BUDGET, ENGINE_ERROR = "too_long", "token_budget", "engine_error"
@@ -70,12 +70,6 @@ class Episode:
         self.end_reason = reason
 
 
-@dataclass(frozen=True)
-class Rendered:
-    prompt: str
-    token_ids: tuple[int, ...]
-
-
 Render = Callable[[list[dict[str, Any]], Optional[list[dict[str, Any]]]], Rendered]
 """(chat messages, tools or None) -> the prompt as the model's chat template renders it."""
 
@@ -88,12 +82,6 @@ class Limits:
     max_calls_per_response: int
     max_calls_per_case: int
     max_tokens_per_call: int
-
-    @classmethod
-    def of(cls, options: EtappConfig, max_model_len: int) -> "Limits":
-        return cls(options.max_turns, options.max_new_tokens, max_model_len, options.max_calls_per_response,
-                   options.max_calls_per_case, options.max_tokens_per_call)
-
 
 @dataclass(frozen=True)
 class Grammar:

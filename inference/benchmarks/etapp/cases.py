@@ -104,9 +104,9 @@ def case_problems(root: Path, users: Iterable[str] | None, instructions: Iterabl
         return [str(exc)]
     problems = [p for i, r in enumerate(records) for p in record_problems(i, r, tools)]
     chosen_users = list(users) if users else list(profiles)
-    problems += [f"etapp.users: unknown user {u!r}; users are {list(profiles)}" for u in chosen_users
+    problems += [f"dataset.users: unknown user {u!r}; users are {list(profiles)}" for u in chosen_users
                  if u not in profiles]
-    problems += [f"etapp.instructions: {i} is not an instruction number (0..{len(records) - 1})"
+    problems += [f"dataset.instructions: {i} is not an instruction number (0..{len(records) - 1})"
                  for i in (instructions or []) if not isinstance(i, int) or not 0 <= i < len(records)]
     for user in chosen_users:
         if user in profiles and not (root / "profile" / "concrete_profile" / f"profile_{user}.json").is_file():

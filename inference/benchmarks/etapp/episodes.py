@@ -1,17 +1,15 @@
-"""Building ETAPP episodes (prompts, sandboxes) and rendering their chats with the model's template."""
+"""Building ETAPP episodes: their prompts and sandboxes (the role's generator renders their chats)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from . import agent_text as text
-from .agent import Episode, Rendered
+from .agent import Episode
 from .apps import SEARCH_TOOLS
 from .cases import Case, concrete_profile, read_profiles, read_toolkit, tool_domains
-from inference.prompts import template_has_system, template_has_tools
-from inference.toolcalls import tool_block
 
 TOOL_GIVEN, TOOL_RETRIEVAL = "tool_given", "tool_retrieval"
 
@@ -67,29 +65,3 @@ def new_sandbox(case: Case, setting: str, state: str, context: Context) -> Any:
 
     return Sandbox(context.data, case.user, case.timestamp, state="app" if state == "app" else "tool",
                    retrieval=setting == TOOL_RETRIEVAL)
-
-
-def template_renderer(tokenizer: Any) -> Callable[[list[dict[str, Any]], Optional[list[dict[str, Any]]]], Rendered]:
-    """Render a chat with the model's own template; tools go to `tools=`, or, for a template
-    that ignores them, into a tool block in the system turn (as for the single-call benchmarks)."""
-    fold = not template_has_system(tokenizer)
-    native_tools = template_has_tools(tokenizer)
-
-    def render(chat: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> Rendered:
-        messages = [dict(m) for m in chat]
-        if tools is not None and not native_tools:
-            messages[0]["content"] = f"{messages[0]['content']}\n\n{tool_block(tools)}"
-        if fold and messages[0]["role"] == "system":
-            system = messages.pop(0)["content"]
-            messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
-        prompt = tokenizer.apply_chat_template(messages, tools=tools if native_tools else None, tokenize=False,
-                                               add_generation_prompt=True)
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        return Rendered(prompt, tuple(ids))
-
-    return render
-
-
-def no_render(chat: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> Rendered:
-    """A scripted agent needs no prompt."""
-    return Rendered("", ())

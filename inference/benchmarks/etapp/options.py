@@ -1,16 +1,20 @@
-"""ETAPP's run options (`etapp.*` on the command line), typed so a typo fails at composition."""
+"""ETAPP's dataset options (`dataset.*` under dataset=etapp), typed so a typo or an option ETAPP
+does not use fails before any model loads."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
+from inference.config import DatasetConfig
+
 METHODS = ("fc", "react", "e_react")
+"""Agent methods: fc (the model's own tool calls), react, e_react (a plan, then ReAct)."""
 STATES = ("tool", "app", "sequential")
 
 
 @dataclass
-class EtappConfig:
+class EtappOptions(DatasetConfig):
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     """Agent methods to run: fc (the model's own tool calls), react, e_react (a plan, then ReAct)."""
     users: Optional[list[str]] = None
@@ -19,8 +23,6 @@ class EtappConfig:
     """Instruction numbers (from 0, in instruction.json order); None: all 50."""
     max_turns: int = 20
     """Model calls per case; the last one's output is recorded but not acted on."""
-    max_new_tokens: int = 1024
-    """Agent tokens per model call (greedy)."""
     max_calls_per_response: int = 10
     max_calls_per_case: int = 50
     max_tokens_per_call: int = 16384
@@ -33,16 +35,22 @@ class EtappConfig:
     upstream: Optional[str] = None
     """A folder of upstream ETAPP `<User>_instruction.json` files: judge those trajectories instead
     of running an agent (name one setting and one method: the files do not say which)."""
+    judge_analysis_chars: int = 300
+    """maxLength of every analysis string in the judge's JSON schema (enters the judge's requests)."""
+    judge_retries: int = 1
+    """Extra judge attempts for an answer that does not parse, each with analysis strings half as long."""
 
     def problems(self) -> list[str]:
         """Every invalid value, with the fix."""
         found = []
         if not self.methods or any(m not in METHODS for m in self.methods):
-            found.append(f"etapp.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
+            found.append(f"dataset.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
         if self.state not in STATES:
-            found.append(f"etapp.state must be one of {list(STATES)}, got {self.state!r}")
-        for key in ("max_turns", "max_new_tokens", "max_calls_per_response", "max_calls_per_case",
-                    "max_tokens_per_call"):
+            found.append(f"dataset.state must be one of {list(STATES)}, got {self.state!r}")
+        for key in ("max_turns", "max_calls_per_response", "max_calls_per_case", "max_tokens_per_call",
+                    "judge_analysis_chars"):
             if getattr(self, key) < 1:
-                found.append(f"etapp.{key} must be an integer >= 1, got {getattr(self, key)}")
+                found.append(f"dataset.{key} must be an integer >= 1, got {getattr(self, key)}")
+        if self.judge_retries < 0:
+            found.append(f"dataset.judge_retries must be an integer >= 0, got {self.judge_retries}")
         return found

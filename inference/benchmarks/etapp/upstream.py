@@ -1,5 +1,5 @@
 """Trajectories made elsewhere: upstream ETAPP's saved `<User>_instruction.json` files, replayed
-into toolsweep's trajectories so its judge can score them (`etapp.upstream=FOLDER`).
+into toolsweep's trajectories so its judge can score them (`dataset.upstream=FOLDER`).
 
 A file is the instruction list of one user, each entry with `output` (the messages:
 system, user, then the history in upstream's format) and `tools`. The files do not say which
@@ -26,12 +26,12 @@ def read_upstream(folder: Path, users: list[str], instructions: list[int]) -> tu
     for user in users:
         path = upstream_file(folder, user)
         if not path.is_file():
-            problems.append(f"etapp.upstream: missing {path}")
+            problems.append(f"dataset.upstream: missing {path}")
             continue
         try:
             entries = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            problems.append(f"etapp.upstream: {path} is not valid JSON ({exc}); re-export it from upstream")
+            problems.append(f"dataset.upstream: {path} is not valid JSON ({exc}); re-export it from upstream")
             continue
         problems += entry_problems(path, entries, instructions)
         found[user] = entries
@@ -40,14 +40,14 @@ def read_upstream(folder: Path, users: list[str], instructions: list[int]) -> tu
 
 def entry_problems(path: Path, entries: Any, instructions: list[int]) -> list[str]:
     if not isinstance(entries, list):
-        return [f"etapp.upstream: {path} must hold a list of instruction entries, got {type(entries).__name__}"]
+        return [f"dataset.upstream: {path} must hold a list of instruction entries, got {type(entries).__name__}"]
     problems = []
     for number in instructions:
         entry = entries[number] if number < len(entries) else None
         messages = entry.get("output") if isinstance(entry, dict) else None
         if not isinstance(messages, list) or len(messages) < 2 or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-            problems.append(f"etapp.upstream: {path} entry {number} has no `output` list of messages "
+            problems.append(f"dataset.upstream: {path} entry {number} has no `output` list of messages "
                             "({role, content, tool_calls?}) starting with system and user")
     return problems
 

@@ -75,7 +75,7 @@ CATALOGUE_USER_TABLES = ("favorites", "cart")
 _ETAPP_FIX = ("restore it from the ETAPP data (see SOURCE.md in the ETAPP folder) "
               "or point the ETAPP root at a complete copy")
 _TRAVELPLANNER_FIX = ("copy TravelPlanner's MIT database table there (see SOURCE.md in the travelplanner folder) "
-                      "or set etapp.travelplanner to the folder holding database/restaurants/")
+                      "or set dataset.travelplanner to the folder holding database/restaurants/")
 
 
 def _csv_problem(path: Path, columns: tuple[str, ...], fix: str) -> str | None:

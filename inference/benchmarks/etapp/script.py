@@ -1,4 +1,4 @@
-"""A scripted agent: the turns of a multi-turn benchmark read from a file, no model.
+"""A scripted agent for ETAPP: the agent's turns read from a file, no model (engine=script).
 
 Rows (JSONL): `{"sample_id", "turn", "calls": [{"name", "arguments"}]}`, `{"sample_id", "turn",
 "answer"}` or `{"sample_id", "turn", "output"}` (the exact text, e.g. to test a format error).
@@ -14,8 +14,36 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from inference.config import EngineConfig
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import DatasetError
+
+
+@dataclass
+class ScriptEngineConfig(EngineConfig):
+    """engine=script: ETAPP's agent turns read from a file (conf/engine/script.yaml)."""
+
+    name: str = "script"
+    target: str = "inference.benchmarks.etapp.script:ScriptEngine"
+    script: str = MISSING
+    """JSONL of an agent's turns, no model: {"sample_id", "turn", "calls": [{"name", "arguments"}]}
+    or {"sample_id", "turn", "answer"}."""
+
+    answers = "turns"
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not Path(self.script).expanduser().is_file():
+            found.append(f"engine.script {self.script!r} is not a file (JSONL of {{sample_id, turn, calls | "
+                         "answer}} rows)")
+        return found
+
+
+CONFIG = ScriptEngineConfig
 
 
 class ScriptEngine:

@@ -1,0 +1,41 @@
+"""A run's graded outputs, written the one way every entry point writes them.
+
+`toolsweep` and `toolsweep-judge` (at the end of a run) and `toolsweep-grade` (on a finished
+run) all call `write_graded`: grade with the scorer the rows name, summarize with the scorer's
+metrics and subsets, then samples.parquet, metrics.parquet, slices.parquet, metrics.md and
+report.html.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import polars as pl
+
+from grading.grades import grade
+from grading.html_report import write_run_report
+from grading.metrics import summarize
+from grading.report import write_markdown, write_metrics, write_samples, write_slices
+from grading.scoring import Scorer, scorer_of
+from grading.slices import slice_table
+
+
+def write_graded(table: pl.DataFrame, run_dir: Path, meta: dict[str, Any], metrics_meta: Optional[dict[str, Any]] = None,
+                 facts: Optional[dict[str, Any]] = None,
+                 progress: Optional[Callable[..., Any]] = None) -> tuple[pl.DataFrame, pl.DataFrame, Scorer]:
+    """Grade `table`, write every report into `run_dir`; returns (graded, metrics, scorer).
+
+    `meta` goes into samples.parquet's key-value metadata, `metrics_meta` (default `meta`) into
+    the other tables'; `facts` stands in for run.json in report.html (a run writes run.json last)."""
+    graded = grade(table, progress=progress)
+    scorer = scorer_of(graded)
+    metrics = summarize(graded)
+    others = metrics_meta if metrics_meta is not None else meta
+    write_samples(graded, run_dir, meta)
+    write_metrics(metrics, scorer, run_dir, others)
+    slices = slice_table(graded)
+    write_slices(slices, scorer, run_dir, others)
+    write_markdown(metrics, scorer, run_dir, slices)
+    write_run_report(run_dir, facts)
+    return graded, metrics, scorer

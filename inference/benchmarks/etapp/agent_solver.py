@@ -1,0 +1,176 @@
+"""ETAPP's agent solver: every case's episode run to its end through the `model` role.
+
+Each sample (a case under one setting and method) gets an episode with its own sandbox;
+every turn is one batched generate over the live episodes (agent.py). The episodes' messages
+are written to RUN_DIR/trajectories.parquet (what the judge reads); the sample table gets how
+each episode went. With `dataset.upstream`, upstream's saved trajectories stand in for the
+agent (no model).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from grading.files import atomic_write
+from inference.console import marker
+from inference.generation import MODEL_ROLE
+from inference.solvers import SolveContext
+from .agent import ENGINE_ERROR, TOO_LONG, Episode, Grammar, Limits, run_turns
+from .cases import Case, load_cases
+from .episodes import Context, new_episode, new_sandbox
+from .options import EtappOptions
+
+SCORER = "etapp_judge"
+TRAJECTORIES = "trajectories.parquet"
+TRAJECTORY_SCHEMA = {
+    "sample_id": pl.String, "case_id": pl.String, "setting": pl.String, "method": pl.String, "index": pl.Int64,
+    "turn": pl.Int64, "role": pl.String, "content": pl.String, "tool_calls": pl.String, "tool_name": pl.String,
+    "arguments": pl.String, "observation": pl.String, "tool_error": pl.Boolean, "finish_reason": pl.String,
+    "prompt_tokens": pl.Int64, "output_tokens": pl.Int64}
+EPISODE_SCHEMA = {
+    "sample_id": pl.String, "turns": pl.Int64, "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64,
+    "nudges": pl.Int64, "end_reason": pl.String, "final_answer": pl.String, "called_tools": pl.String,
+    "agent_prompt_tokens": pl.Int64, "agent_output_tokens": pl.Int64}
+
+
+def travelplanner_path(options: EtappOptions) -> Path:
+    if options.travelplanner:
+        return Path(options.travelplanner).expanduser()
+    return Path(options.path).expanduser().resolve().parent / "travelplanner"
+
+
+def sample_cases(samples: pl.DataFrame, options: EtappOptions) -> list[tuple[str, str, Case]]:
+    """(setting, method, case) of every sample, in table order."""
+    cases = {c.case_id: c for c in load_cases(Path(options.path).expanduser(), options.users, options.instructions)}
+    return [(s, m, cases[c]) for s, m, c in samples.select("etapp_setting", "method", "case_id").iter_rows()]
+
+
+class AgentSolver:
+    """The agent loop (FC, ReAct, E-ReAct) over the run's cases."""
+
+    role = MODEL_ROLE
+
+    def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
+        options: EtappOptions = context.cfg.dataset
+        with context.timer.phase("generate"):
+            episodes = (imported_episodes(samples, options) if options.upstream
+                        else run_agent(samples, context))
+        write_trajectories(episodes, context.run_dir)
+        context.facts["prompt"] = {"format": "etapp", "methods": list(options.methods)}
+        context.facts["etapp"] = {"state": options.state, "max_turns": options.max_turns,
+                                  "substitutes": _substitutes(), "end_reasons": _end_reasons(episodes)}
+        return with_episodes(samples, episodes)
+
+    def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
+        raise NotImplementedError("the evaluated model's role cannot be switched off")
+
+
+def run_agent(samples: pl.DataFrame, context: SolveContext) -> list[Episode]:
+    cfg, options = context.cfg, context.cfg.dataset
+    generator = context.generator(MODEL_ROLE)
+    world = Context.load(Path(options.path).expanduser(), travelplanner_path(options))
+    limits = Limits(options.max_turns, cfg.decoding.max_new_tokens, generator.max_model_len or 1 << 30,
+                    options.max_calls_per_response, options.max_calls_per_case, options.max_tokens_per_call)
+    grammar = agent_grammar(cfg.decoding.constraint, world)
+    return run_episodes(sample_cases(samples, options), options.state, world, generator, limits, grammar)
+
+
+def agent_grammar(constraint: str, world: Context) -> Grammar:
+    """The per-turn constraint: any of the 35 tools may be called (upstream runs whatever is named)."""
+    if constraint == "none":
+        return Grammar(False)
+    from .agent_text import react_grammar_regex
+    from inference.schemas import compact_json
+
+    names = list(world.toolkit)
+    schema = {"type": "object", "properties": {"name": {"enum": names}, "arguments": {"type": "object"}},
+              "required": ["name", "arguments"], "additionalProperties": False}
+    # Unbounded parts: max_new_tokens bounds them, and a bound grows a DFA backend's automaton.
+    return Grammar(True, compact_json(schema), react_regex=react_grammar_regex(names, None, None, None))
+
+
+def run_episodes(samples: list[tuple[str, str, Case]], state: str, world: Context, generator: Any, limits: Limits,
+                 grammar: Grammar) -> list[Episode]:
+    """All episodes, in sample order; under state=sequential a user's cases run one after another
+    (in instruction order) on one sandbox, every user's n-th case in one wave."""
+    if state != "sequential":
+        episodes = [new_episode(c, s, m, world, new_sandbox(c, s, state, world)) for s, m, c in samples]
+        run_turns(episodes, generator.generate, generator.render, limits, grammar, marker)
+        return episodes
+    sandboxes: dict[tuple[str, str, str], Any] = {}
+    done: dict[str, Episode] = {}
+    for wave in _waves(samples):
+        batch = []
+        for setting, method, case in wave:
+            key = (setting, method, case.user)
+            if key in sandboxes:
+                sandboxes[key].advance(case.timestamp)
+            else:
+                sandboxes[key] = new_sandbox(case, setting, "tool", world)
+            batch.append(new_episode(case, setting, method, world, sandboxes[key]))
+        run_turns(batch, generator.generate, generator.render, limits, grammar, marker)
+        done.update((e.sample_id, e) for e in batch)
+    return [done[f"{s}/{m}/{c.case_id}"] for s, m, c in samples]
+
+
+def _waves(samples: list[tuple[str, str, Case]]) -> list[list[tuple[str, str, Case]]]:
+    """The n-th case of every (setting, method, user) in wave n, cases in instruction order."""
+    by_user: dict[tuple[str, str, str], list[tuple[str, str, Case]]] = {}
+    for setting, method, case in samples:
+        by_user.setdefault((setting, method, case.user), []).append((setting, method, case))
+    lines = [sorted(v, key=lambda item: item[2].instruction) for v in by_user.values()]
+    depth = max((len(v) for v in lines), default=0)
+    return [[v[i] for v in lines if i < len(v)] for i in range(depth)]
+
+
+def imported_episodes(samples: pl.DataFrame, options: EtappOptions) -> list[Episode]:
+    """Upstream's saved trajectories instead of an agent run (no model)."""
+    from .upstream import imported_episode, read_upstream
+
+    cases = sample_cases(samples, options)
+    found, _ = read_upstream(Path(options.upstream).expanduser(), sorted({c.user for _, _, c in cases}),
+                             sorted({c.instruction for _, _, c in cases}))
+    return [imported_episode(c, s, m, found[c.user][c.instruction]["output"]) for s, m, c in cases]
+
+
+def write_trajectories(episodes: list[Episode], run_dir: Path) -> None:
+    rows = [r for e in episodes for r in e.rows]
+    atomic_write(run_dir / TRAJECTORIES, pl.DataFrame(rows, schema=TRAJECTORY_SCHEMA).write_parquet)
+
+
+def with_episodes(samples: pl.DataFrame, episodes: list[Episode]) -> pl.DataFrame:
+    """The sample table with how each episode went, in the run's common columns too."""
+    summary = pl.DataFrame([{
+        "sample_id": e.sample_id, "turns": e.turn, "n_calls": e.calls, "valid_calls": e.valid_calls,
+        "tool_errors": e.tool_errors, "nudges": e.nudges, "end_reason": e.end_reason, "final_answer": e.answer,
+        "called_tools": json.dumps(e.called), "agent_prompt_tokens": e.prompt_tokens,
+        "agent_output_tokens": e.output_tokens} for e in episodes], schema=EPISODE_SCHEMA)
+    table = samples.join(summary, on="sample_id", how="left", maintain_order="left")
+    # An engine error, or a prompt grown past the context (too_long), is an error of the run: it
+    # counts against max_error_rate.
+    failure = pl.when(pl.col("end_reason").is_in([ENGINE_ERROR, TOO_LONG])).then(pl.col("end_reason"))
+    return table.with_columns(
+        pl.lit(SCORER).alias("scorer"), pl.col("final_answer").alias("output"),
+        failure.otherwise(None).alias("failure"),
+        pl.col("agent_prompt_tokens").alias("prompt_tokens"), pl.col("agent_output_tokens").alias("output_tokens"),
+        pl.lit(None, dtype=pl.String).alias("error"))
+
+
+def _substitutes() -> dict[str, Any]:
+    from .sandbox import SUBSTITUTE_VERSIONS
+
+    return SUBSTITUTE_VERSIONS
+
+
+def _end_reasons(episodes: list[Episode]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for episode in episodes:
+        counts[episode.end_reason or "missing"] = counts.get(episode.end_reason or "missing", 0) + 1
+    return dict(sorted(counts.items()))
+
+
+SOLVER = AgentSolver()

@@ -1,0 +1,125 @@
+"""The end of every run: grade, write the reports and run.json's facts, apply the error budget.
+
+Shared by `toolsweep` and `toolsweep-judge`; the grading and writing part is grading's own
+(`grading.outputs.write_graded`), which `toolsweep-grade` calls too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from grading.outputs import write_graded
+from grading.report import format_table
+from inference import console
+from inference.cache import model_digest
+from inference.config import ToolsweepConfig
+from inference.console import marker
+from inference.errors import ToolsweepError
+from inference.generation import MODEL_ROLE
+from inference.models import cache_root
+from inference.runinfo import Timer, git_commit, machine, package_versions
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOO_LONG, ENGINE_ERROR, EMPTY_OUTPUT = "too_long", "engine_error", "empty_output"
+ERROR_CLASSES = (TOO_LONG, ENGINE_ERROR, EMPTY_OUTPUT)
+"""Failure classes that count against max_error_rate: the run's errors, not the model's answers."""
+_META_KEYS = ("model", "backend", "prompt", "roles", "commit", "packages", "config")
+
+
+class RunFailed(ToolsweepError):
+    """More samples errored than max_error_rate allows (outputs are still written)."""
+
+
+def finish_run(table: pl.DataFrame, cfg: ToolsweepConfig, run_dir: Path, resolved: dict[str, Any], timer: Timer,
+               solved: dict[str, Any]) -> dict[str, Any]:
+    """Grade the solved table, write every report; returns run.json's facts. Raises RunFailed
+    (after writing) when more than max_error_rate of the samples errored."""
+    marker("grading and writing reports")
+    facts = run_facts(cfg, resolved, table, timer, solved)
+    meta = {"toolsweep_run": {k: facts.get(k) for k in _META_KEYS}}
+    with timer.phase("grade"):
+        graded, metrics, scorer = write_graded(table, run_dir, meta, facts=facts, progress=console.progress)
+    facts["scorer"] = scorer.name
+    facts["wall_s"] = {**timer.phases, "total": timer.total()}
+    _print_summary(facts, format_table(metrics, scorer), run_dir)
+    check_error_rate(graded, cfg.max_error_rate)
+    return facts
+
+
+def run_facts(cfg: ToolsweepConfig, resolved: dict[str, Any], table: pl.DataFrame, timer: Timer,
+              solved: dict[str, Any]) -> dict[str, Any]:
+    """What run.json records: config, models by role, generation counts, samples, times, versions."""
+    roles = dict(solved.get("roles") or {})
+    main = roles.get(MODEL_ROLE, {})
+    generation = main.get("generation") or {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
+    extra = {k: v for step in (solved.get("solvers") or {}).values() for k, v in step.items()}
+    return {
+        "status": "complete", "config": resolved, "model": _model_facts(cfg),
+        "engine": cfg.engine.name, "constraint": cfg.decoding.constraint,
+        "prompt": {"format": None}, **extra,
+        "scorer": table["scorer"].drop_nulls().first() if "scorer" in table.columns else None,
+        "backend": generation.get("backend"),
+        "generation": {k: generation.get(k, 0) for k in ("engine_calls", "stored_hits", "shards")},
+        "dtype": main.get("dtype"), "roles": roles,
+        "decoding": {"greedy": cfg.decoding.temperature == 0, "temperature": cfg.decoding.temperature,
+                     "max_new_tokens": cfg.decoding.max_new_tokens},
+        "samples": _sample_facts(table), "wall_s": {**timer.phases, "total": timer.total()},
+        "throughput": _throughput(table, main),
+        "packages": package_versions(), "commit": git_commit(REPO_ROOT), "machine": machine(),
+    }
+
+
+def _model_facts(cfg: ToolsweepConfig) -> dict[str, Any]:
+    path = Path(cfg.model.path)
+    return {"path": str(path), "name": cfg.model.name or path.name,
+            "fingerprint": model_digest(path, cache_root() / "digests")[:16] if (path / "config.json").is_file()
+            else None}
+
+
+def _sample_facts(table: pl.DataFrame) -> dict[str, Any]:
+    generated = table.filter(pl.col("output_tokens").is_not_null())
+    failures = table["failure"].drop_nulls()
+    return {"total": table.height, "generated": generated.height, "failed": failures.len(),
+            "failures": dict(sorted(failures.value_counts().iter_rows())), "errors": error_summary(table)}
+
+
+def _throughput(table: pl.DataFrame, main: dict[str, Any]) -> dict[str, Any]:
+    generated = table.filter(pl.col("output_tokens").is_not_null())
+    prompt_tokens = int(main.get("prompt_tokens") or 0)
+    output_tokens = int(main.get("output_tokens") or 0)
+    work = max(float(main.get("work_s") or 0.0), 1e-9)
+    return {"prompts_per_s": round(generated.height / work, 3), "prompt_tokens_per_s": round(prompt_tokens / work, 1),
+            "output_tokens_per_s": round(output_tokens / work, 1), "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens}
+
+
+def _print_summary(facts: dict[str, Any], table: str, run_dir: Path) -> None:
+    prompt = facts.get("prompt") or {}
+    print(f"scorer: {facts['scorer']}; prompt format: {prompt.get('format')}"
+          + (f" (tool parser {prompt['tool_parser']}; tools given in {prompt['tools_in']})" if "tool_parser" in prompt
+             else ""))
+    print(table)
+    speed = facts["throughput"]
+    print(f"\nrun dir: {run_dir}  ({facts['wall_s']['total']:.1f}s"
+          + (f", {speed['prompts_per_s']} prompts/s, {speed['output_tokens_per_s']} output tokens/s"
+             if facts["generation"]["engine_calls"] else ", nothing generated") + ")")
+
+
+def error_summary(table: pl.DataFrame) -> dict[str, int]:
+    """Counts of the failure classes that are errors of the run, not of the model."""
+    counts = table.get_column("failure").drop_nulls().value_counts().rows()
+    return {name: n for name, n in sorted(counts) if name in ERROR_CLASSES}
+
+
+def check_error_rate(table: pl.DataFrame, max_error_rate: float) -> None:
+    """Raise RunFailed when more than `max_error_rate` of the samples errored."""
+    errors = error_summary(table)
+    rate = sum(errors.values()) / max(table.height, 1)
+    if rate > max_error_rate:
+        listing = ", ".join(f"{name}: {n}" for name, n in errors.items())
+        raise RunFailed(f"{sum(errors.values())} of {table.height} samples errored ({rate:.1%} > "
+                        f"max_error_rate {max_error_rate:.1%}): {listing}. See the `error` column of "
+                        "samples.parquet; raise max_error_rate to accept such a run.")

