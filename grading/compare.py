@@ -1,7 +1,9 @@
 """`toolsweep-compare RUN_A RUN_B`: is run B better than run A on the same samples, or is it noise?
 
 Samples are paired by sample_id, so each difference comes with a paired bootstrap 95% CI and
-an exact McNemar p-value, and every sample that flipped between the runs is listed.
+an exact McNemar p-value, and every sample that flipped between the runs is listed. "Better"
+is each metric's declared direction (`Metric.higher_is_better`): fewer nudges is a gain; a
+metric with no direction (mean turns) only goes higher or lower.
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
-from grading.metrics import setting_order, subset
+from grading.files import run_folder, run_name, samples_file
 from grading.html_report import write_compare_report
+from grading.listing import list_first
+from grading.metrics import report_groups
 from grading.report import markdown_table, write_table
-from grading.scoring import Metric, Scorer, grade_columns, scorer_of, source_arrays
-from grading.stats import mcnemar_exact, paired_bootstrap_ci
+from grading.scoring import Metric, Scorer, change_word, grade_columns, scorer_of, source_arrays, subsets_of
+from grading.stats import mcnemar_exact, paired_bootstrap_ci, resampled_ci
 from grading.tables import comparison_cells
 
 COMPARISON_SCHEMA: dict[str, pl.DataType] = {
     "setting": pl.String, "parser": pl.String, "metric": pl.String, "n": pl.Int64,
     "acc_a": pl.Float64, "acc_b": pl.Float64, "diff": pl.Float64,
     "ci_low": pl.Float64, "ci_high": pl.Float64,
-    "a_only": pl.Int64, "b_only": pl.Int64, "p_value": pl.Float64,
+    # a_only / b_only: samples on which that run did better (the metric's direction; with no
+    # direction, scored higher); verdict: better / worse (higher / lower with no direction) where
+    # the 95% CI of diff excludes 0, else null.
+    "a_only": pl.Int64, "b_only": pl.Int64, "p_value": pl.Float64, "verdict": pl.String,
 }
 FLIP_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String, "setting": pl.String, "parser": pl.String, "metric": pl.String,
@@ -40,19 +47,23 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
 
     Returns (comparison, flips): comparison has one row per setting (and pooled "all") x
     parser x metric with acc_a, acc_b, diff = b - a, its paired bootstrap 95% CI, the
-    discordant counts a_only / b_only and the exact McNemar p-value; flips has one row per
-    sample x parser x metric whose grade differs, "gained" when B got it right and A did not.
-    The metrics are the runs' scorer's; per-sample metrics get McNemar's test and flips,
-    pooled ones (F1) a paired bootstrap CI only.
+    discordant counts a_only / b_only, the exact McNemar p-value and the verdict; flips has one
+    row per sample x parser x metric whose grade differs, "gained" when B did better on it as
+    the metric's direction says ("lost" when worse; "higher" / "lower" for a metric with no
+    direction). The metrics are the runs' scorer's, on each setting and each of its subsets
+    (`{setting}/{subset}`: the samples in it in both runs); per-sample metrics get McNemar's
+    test and flips, pooled ones (F1) a paired bootstrap CI only. A metric undefined in both
+    runs (no sample it applies to) gets no row.
     """
     for name, frame in (("A", samples_a), ("B", samples_b)):
         if frame.height == 0:
             raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
     scorer = _same_scorer(samples_a, samples_b)
     paired = _pair(samples_a, samples_b, scorer)
-    rows = [_compare_cell(subset(paired, s), s, p, m)
-            for s in setting_order(paired) for p in scorer.readings for m in scorer.metrics]
-    comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row").filter(pl.col("n") > 0)
+    rows = [_compare_cell(frame, label, p, m)
+            for label, frame in report_groups(paired, scorer) for p in scorer.readings for m in scorer.metrics]
+    defined = (pl.col("n") > 0) & (pl.col("acc_a").is_not_null() | pl.col("acc_b").is_not_null())
+    comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row").filter(defined)
     return comparison, _flips(paired, scorer)
 
 
@@ -66,23 +77,30 @@ def _same_scorer(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> Scorer:
 
 def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame, scorer: Scorer) -> pl.DataFrame:
     grades = list(grade_columns(scorer))
+    marks = list(dict.fromkeys(subsets_of(scorer).values()))
     for name, frame in (("A", samples_a), ("B", samples_b)):
-        _check_table(name, frame, grades)
+        _check_table(name, frame, [*marks, *grades])
     ids_a, ids_b = set(samples_a["sample_id"]), set(samples_b["sample_id"])
     if ids_a != ids_b:
         only_a, only_b = sorted(ids_a - ids_b), sorted(ids_b - ids_a)
         raise GradingError(
-            f"runs A and B graded different samples: {len(only_a)} only in A "
-            f"{only_a[:_LISTED_IDS]}, {len(only_b)} only in B {only_b[:_LISTED_IDS]}; compare runs "
-            "of the same dataset.path, dataset.settings and dataset.limit")
-    columns = ["sample_id", "setting", *grades]
+            f"runs A and B graded different samples: {len(only_a)} only in A [{_ids(only_a)}], "
+            f"{len(only_b)} only in B [{_ids(only_b)}]; compare runs of the same dataset.path, "
+            "dataset.settings and dataset.limit")
+    columns = ["sample_id", "setting", *marks, *grades]
     paired = samples_a.select(columns).join(samples_b.select(columns), on="sample_id", suffix="_b",
                                             maintain_order="left")
     moved = paired.filter(pl.col("setting") != pl.col("setting_b"))
     if moved.height:
         raise GradingError(f"{moved.height} samples have different settings in A and B, e.g. "
                            f"{moved.row(0, named=True)['sample_id']!r}; are these runs of the same benchmark?")
-    return paired.drop("setting_b")
+    # A subset compares the samples both runs put in it (a data fix between runs can move a case).
+    both = [(pl.col(c) & pl.col(f"{c}_b")).alias(c) for c in marks]
+    return paired.with_columns(both).drop("setting_b", *(f"{c}_b" for c in marks))
+
+
+def _ids(ids: list[str]) -> str:
+    return list_first([repr(i) for i in ids], _LISTED_IDS)
 
 
 def _check_table(name: str, frame: pl.DataFrame, grades: list[str]) -> None:
@@ -94,9 +112,8 @@ def _check_table(name: str, frame: pl.DataFrame, grades: list[str]) -> None:
         raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
     dupes = frame["sample_id"].filter(frame["sample_id"].is_duplicated()).unique().sort().to_list()
     if dupes:
-        raise GradingError(f"samples of run {name} repeat sample_ids {dupes[:_LISTED_IDS]}; "
+        raise GradingError(f"samples of run {name} repeat sample_ids [{_ids(dupes)}]; "
                            "each sample must appear once")
-
 
 
 def _compare_cell(paired: pl.DataFrame, setting: str, parser: str, metric: Metric) -> tuple:
@@ -108,14 +125,24 @@ def _compare_cell(paired: pl.DataFrame, setting: str, parser: str, metric: Metri
     a = both[column].cast(pl.Float64).to_numpy()
     b = both[f"{column}_b"].cast(pl.Float64).to_numpy()
     if a.size == 0:
-        return (setting, parser, metric.name, 0, None, None, None, None, None, 0, 0, None)
-    # A sample counts for the run that scored it higher; for 0/1 grades this is McNemar's
-    # discordant pairs, for fractional scores the exact test is the sign test.
-    a_only, b_only = int(np.sum(a > b)), int(np.sum(b > a))
+        return (setting, parser, metric.name, 0, None, None, None, None, None, 0, 0, None, None)
+    # A sample counts for the run that did better on it (lower, for a lower-is-better metric);
+    # for 0/1 grades these are McNemar's discordant pairs, for fractional scores the exact test
+    # is the sign test. Either way the p-value is symmetric in the two counts.
+    up = -1.0 if metric.higher_is_better is False else 1.0
+    a_only, b_only = int(np.sum(up * a > up * b)), int(np.sum(up * b > up * a))
     acc_a, acc_b = float(a.mean()), float(b.mean())
     low, high = paired_bootstrap_ci(a, b)
     return (setting, parser, metric.name, a.size, acc_a, acc_b, acc_b - acc_a, low, high,
-            a_only, b_only, mcnemar_exact(b_only, a_only))
+            a_only, b_only, mcnemar_exact(b_only, a_only), verdict(metric, low, high))
+
+
+def verdict(metric: Metric, low: float | None, high: float | None) -> str | None:
+    """`better` / `worse` for B where the CI of B - A excludes 0 (`higher` / `lower` for a metric
+    with no direction); None where it includes 0 or there is none."""
+    if low is None or high is None or np.isnan(low) or np.isnan(high) or low <= 0 <= high:
+        return None
+    return change_word(metric, low > 0)
 
 
 def _compare_pooled(paired: pl.DataFrame, setting: str, parser: str, metric: Metric,
@@ -126,16 +153,16 @@ def _compare_pooled(paired: pl.DataFrame, setting: str, parser: str, metric: Met
     arrays_b = [paired[f"{parser}_{s}_b"].cast(pl.Float64).fill_null(np.nan).to_numpy() for s in metric.sources]
     value_a, value_b = metric.reduce(*arrays_a), metric.reduce(*arrays_b)
     if value_a is None or value_b is None or paired.height == 0:
-        return (setting, parser, metric.name, paired.height, value_a, value_b, None, None, None, None, None, None)
-    rng, diffs = np.random.default_rng(seed), []
-    for _ in range(n_resamples):
-        pick = rng.integers(0, paired.height, paired.height)
+        return (setting, parser, metric.name, paired.height, value_a, value_b, None, None, None, None, None, None,
+                None)
+
+    def diff(pick: np.ndarray) -> float | None:
         a, b = metric.reduce(*(x[pick] for x in arrays_a)), metric.reduce(*(x[pick] for x in arrays_b))
-        if a is not None and b is not None:
-            diffs.append(b - a)
-    low, high = np.quantile(diffs, [0.025, 0.975]) if diffs else (None, None)
-    return (setting, parser, metric.name, paired.height, value_a, value_b, value_b - value_a,
-            None if low is None else float(low), None if high is None else float(high), None, None, None)
+        return None if a is None or b is None else b - a
+
+    low, high = (None if np.isnan(v) else v for v in resampled_ci(diff, paired.height, n_resamples, seed))
+    return (setting, parser, metric.name, paired.height, value_a, value_b, value_b - value_a, low, high,
+            None, None, None, verdict(metric, low, high))
 
 
 def _flips(paired: pl.DataFrame, scorer: Scorer) -> pl.DataFrame:
@@ -147,9 +174,10 @@ def _flips(paired: pl.DataFrame, scorer: Scorer) -> pl.DataFrame:
 def _flips_of(paired: pl.DataFrame, parser: str, metric: Metric) -> pl.DataFrame:
     column = f"{parser}_{metric.sources[0]}"
     a, b = pl.col(column).cast(pl.Float64), pl.col(f"{column}_b").cast(pl.Float64)
+    up, down = change_word(metric, True, "gained", "lost"), change_word(metric, False, "gained", "lost")
     return paired.filter(a != b).select(
         "sample_id", "setting", pl.lit(parser).alias("parser"), pl.lit(metric.name).alias("metric"),
-        pl.when(b > a).then(pl.lit("gained")).otherwise(pl.lit("lost")).alias("direction"))
+        pl.when(b > a).then(pl.lit(up)).otherwise(pl.lit(down)).alias("direction"))
 
 
 def format_comparison(comparison: pl.DataFrame, scorer: Scorer) -> str:
@@ -166,15 +194,6 @@ def write_comparison(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Pat
     return [write_table(comparison, out_dir / "comparison.parquet", COMPARISON_SCHEMA, meta),
             write_table(flips, out_dir / "flips.parquet", FLIP_SCHEMA, meta),
             write_compare_report(comparison, flips, out_dir, run_a, run_b)]
-
-
-def samples_file(run: Path) -> Path:
-    """The samples.parquet of a run dir or sweep job dir (or the file itself)."""
-    path = run if run.suffix == ".parquet" else run / "samples.parquet"
-    if not path.is_file():
-        raise GradingError(f"{run} holds no samples.parquet; pass a finished run dir or a complete "
-                           "job dir of a sweep (a failed job has none: see its job.json)")
-    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,10 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _default_out(run_a: Path, run_b: Path) -> Path:
-    # A samples.parquet path names its run by the folder around it.
-    name_a = (run_a.parent if run_a.suffix == ".parquet" else run_a).resolve().name
-    base_b = run_b.parent if run_b.suffix == ".parquet" else run_b
-    return base_b / f"compare_vs_{name_a}"
+    return run_folder(run_b) / f"compare_vs_{run_name(run_a)}"
 
 
 if __name__ == "__main__":

@@ -18,13 +18,12 @@ import jinja2
 import polars as pl
 
 from grading.diagnosis import TOOL_OUTCOMES
-from grading.errors import GradingError
 from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_figure
-from grading.files import atomic_write_text, read_facts
+from grading.files import atomic_write_text, read_facts, run_name, samples_file
 from grading.metrics import POOLED, setting_order
-from grading.plots import PLOT_PARSER, ordered_settings, step_figure
+from grading.plots import ordered_settings, primary_rows, step_figure
 from grading.report import metrics_cells
-from grading.scoring import Metric, Scorer, scorer_of
+from grading.scoring import Metric, Scorer, direction_note, primary_reading, scorer_of
 from grading.tables import (board_scorers, comparison_cells, job_labels, leaderboard_cells, override_pairs,
                             shown_metrics)
 
@@ -50,9 +49,14 @@ def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> P
     page = {"title": f"{model} on {scorer.name}", "where": str(run_dir.resolve()),
             "facts": run_facts(facts, scorer.name, samples),
             "headline": _table("headline", *metrics_cells(metrics, scorer)),
-            "definitions": [(m.name, m.description) for m in scorer.metrics if m.description],
+            "definitions": [(m.name, definition(m)) for m in scorer.metrics],
             "outcomes": _outcomes(samples, scorer), "slices": _slices(slices, scorer)}
     return _render("run.html.j2", page, run_dir / REPORT)
+
+
+def definition(metric: Metric) -> str:
+    """A metric's line in a run report: what it measures and which way is better."""
+    return "; ".join(t for t in (metric.description, direction_note(metric)) if t)
 
 
 def write_sweep_report(sweep_dir: Path) -> Path:
@@ -85,10 +89,10 @@ def write_sweep_report(sweep_dir: Path) -> Path:
 def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Path,
                          run_a: Path, run_b: Path) -> Path:
     """OUT_DIR/report.html: the paired comparison and the most instructive flips, both outputs side by side."""
-    samples_a, samples_b = _samples_of(Path(run_a)), _samples_of(Path(run_b))
+    samples_a, samples_b = (pl.read_parquet(samples_file(Path(r))) for r in (run_a, run_b))
     scorer = scorer_of(samples_a)
     shown = instructive_flips(flips, samples_a, samples_b, scorer)
-    page = {"title": f"{_run_name(Path(run_b))} vs {_run_name(Path(run_a))}", "run_a": str(run_a),
+    page = {"title": f"{run_name(Path(run_b))} vs {run_name(Path(run_a))}", "run_a": str(run_a),
             "run_b": str(run_b), "scorer": scorer.name, "n_samples": samples_a.height,
             "comparison": _table("comparison", *comparison_cells(comparison, scorer)),
             "n_flipped": flips["sample_id"].n_unique(), "flips": shown, "output_chars": OUTPUT_CHARS}
@@ -185,7 +189,7 @@ def _slices(slices: pl.DataFrame | None, scorer: Scorer) -> list[dict[str, str]]
     metric = next((m for m in scorer.metrics if m.headline), scorer.metrics[0] if scorer.metrics else None)
     if slices is None or slices.height == 0 or metric is None or metric.name not in slices.columns:
         return []
-    reading = PLOT_PARSER if PLOT_PARSER in scorer.readings else scorer.readings[0]
+    reading = primary_reading(scorer)
     pooled = slices.filter((pl.col("setting") == POOLED) & (pl.col("parser") == reading))
     figures = []
     for name in pooled["slice"].unique(maintain_order=True).to_list():
@@ -202,8 +206,9 @@ def _history(board: pl.DataFrame, labels: Mapping[int, str], metric: Metric) -> 
                for job, o in zip(complete["job"].to_list(), complete["overrides"].to_list())}
     if len(set(history.values())) < 2 or metric.name not in board.columns:
         return None
-    reading = PLOT_PARSER if PLOT_PARSER in complete["parser"].to_list() else complete["parser"][0]
-    rows = complete.filter(pl.col("parser") == reading).with_columns(
+    rows = primary_rows(complete)
+    reading = ", ".join(rows["parser"].unique(maintain_order=True).to_list())
+    rows = rows.with_columns(
         pl.col("job").replace_strict(history, return_dtype=pl.String).alias("history"),
         pl.col("job").replace_strict({j: _without(labels[j], HISTORY_KEY) for j in history},
                                      return_dtype=pl.String).alias("variant"))
@@ -246,19 +251,6 @@ def _environment() -> jinja2.Environment:
 
 def _render(template: str, page: Mapping[str, Any], path: Path) -> Path:
     return atomic_write_text(path, _environment().get_template(template).render(**page))
-
-
-
-
-def _samples_of(run: Path) -> pl.DataFrame:
-    path = run if run.suffix == ".parquet" else run / "samples.parquet"
-    if not path.is_file():
-        raise GradingError(f"{run} holds no samples.parquet; pass a finished run dir or a complete job dir of a sweep")
-    return pl.read_parquet(path)
-
-
-def _run_name(run: Path) -> str:
-    return (run.parent if run.suffix == ".parquet" else run).resolve().name
 
 
 def _number(value: Any) -> float | None:

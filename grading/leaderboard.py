@@ -16,11 +16,11 @@ import polars as pl
 from grading.files import read_facts
 
 from grading.html_report import write_sweep_report
-from grading.metrics import subset, summarize
+from grading.metrics import report_groups, summarize
 from grading.plots import plot_by_step
 from grading.report import markdown_table, write_table
-from grading.scoring import Metric, Scorer, scorer_of, source_arrays
-from grading.stats import metric_ci
+from grading.scoring import Scorer, metric_columns, scorer_of
+from grading.stats import metric_cis
 from grading.sweep import Job, find_jobs, job_step
 from grading.tables import board_scorers, leaderboard_cells, shown_metrics
 
@@ -36,12 +36,6 @@ TAIL_SCHEMA: dict[str, pl.DataType] = {
 }
 # Reading a job's files can fail in these ways; the job then shows as failed, with the error.
 _READ_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
-
-
-def metric_columns(metrics: list[Metric]) -> dict[str, pl.DataType]:
-    """Each metric, with `_low` / `_high` bounds where it has a CI."""
-    return {name: pl.Float64 for m in metrics
-            for name in ((m.name, f"{m.name}_low", f"{m.name}_high") if m.ci else (m.name,))}
 
 
 def leaderboard_schema(scorers: list[Scorer]) -> dict[str, pl.DataType]:
@@ -80,16 +74,12 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
     base = {**_job_fields(job, run.get("model") or {}), "judge": judge.get("name"),
             "history": history_label(run), "scorer": scorer.name}
     throughput = run.get("throughput") or {}
+    frames = dict(report_groups(samples, scorer))  # a metrics row's setting label -> its samples
     rows = []
-    for metrics in summarize(samples).iter_rows(named=True):
-        frame, reading = subset(samples, metrics["setting"]), metrics["parser"]
-        row = {**base, **metrics, "prompts_per_s": throughput.get("prompts_per_s"),
-               "output_tokens_per_s": throughput.get("output_tokens_per_s"), "status": "complete"}
-        for metric in scorer.metrics:
-            if metric.ci:
-                row[f"{metric.name}_low"], row[f"{metric.name}_high"] = \
-                    metric_ci(metric, source_arrays(frame, reading, metric.sources))
-        rows.append(row)
+    for metrics in summarize(samples, scorer).iter_rows(named=True):
+        rows.append({**base, **metrics, "prompts_per_s": throughput.get("prompts_per_s"),
+                     "output_tokens_per_s": throughput.get("output_tokens_per_s"), "status": "complete",
+                     **metric_cis(scorer.metrics, frames[metrics["setting"]], metrics["parser"])})
     return rows, scorer
 
 

@@ -2,27 +2,52 @@
 
 The metric columns are the scorer's own (grading.scoring.Metric). Every mean is over every
 sample of the setting where its source is defined, so a failed or unparsable sample counts
-as wrong (the denominator is never shrunk by failures).
+as wrong (the denominator is never shrunk by failures). A scorer's subsets (ETAPP's `clean`)
+add a `{setting}/{subset}` row after each setting's rows, pooled ones too, so every table made
+from `summarize` has them; the count columns are those the scorer declares.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
-from grading.scoring import Scorer, scorer_of
+from grading.errors import GradingError
+from grading.scoring import Scorer, counts_of, scorer_of, subsets_of
 
 POOLED = "all"
 # Columns every metrics table has besides the scorer's metrics.
 KEY_COLUMNS: dict[str, pl.DataType] = {"setting": pl.String, "parser": pl.String, "n": pl.Int64}
 COUNT_COLUMNS: dict[str, pl.DataType] = {"gold_schema_coverage": pl.Float64, "n_failed": pl.Int64,
                                           "n_too_long": pl.Int64}
+"""Every count column a scorer may declare (`count_columns`), with its type."""
+
+
+def _coverage(frame: pl.DataFrame) -> float | None:
+    return frame["gold_in_schema"].cast(pl.Float64).mean() if "gold_in_schema" in frame.columns else None
+
+
+_COUNTERS: dict[str, Callable[[pl.DataFrame], Any]] = {
+    "gold_schema_coverage": _coverage,
+    "n_failed": lambda frame: frame["failure"].is_not_null().sum(),
+    "n_too_long": lambda frame: (frame["failure"].cast(pl.String) == "too_long").sum(),
+}
+
+
+def count_columns(scorer: Scorer) -> dict[str, pl.DataType]:
+    """The count columns the scorer's metrics table has, with their types, in its order."""
+    names = counts_of(scorer)
+    unknown = [n for n in names if n not in COUNT_COLUMNS]
+    if unknown:
+        raise GradingError(f"scorer {scorer.name!r} declares count columns {unknown} that grading does not "
+                           f"compute; choose from {list(COUNT_COLUMNS)}")
+    return {n: COUNT_COLUMNS[n] for n in names}
 
 
 def metrics_schema(scorer: Scorer) -> dict[str, pl.DataType]:
     """Column names and types of metrics.parquet for one scorer, in order."""
-    return {**KEY_COLUMNS, **{m.name: pl.Float64 for m in scorer.metrics}, **COUNT_COLUMNS}
+    return {**KEY_COLUMNS, **{m.name: pl.Float64 for m in scorer.metrics}, **count_columns(scorer)}
 
 
 def setting_order(graded: pl.DataFrame) -> list[str]:
@@ -35,17 +60,43 @@ def subset(graded: pl.DataFrame, setting: str) -> pl.DataFrame:
     return graded if setting == POOLED else graded.filter(pl.col("setting") == setting)
 
 
-def summarize(graded: pl.DataFrame) -> pl.DataFrame:
-    """Metrics per setting and pooled, for every reading, settings in table order."""
-    scorer = scorer_of(graded)
-    rows = [_row(scorer, subset(graded, s), s, r) for s in setting_order(graded) for r in scorer.readings]
+def report_groups(graded: pl.DataFrame, scorer: Scorer) -> list[tuple[str, pl.DataFrame]]:
+    """(label, rows) of every metrics row group, in report order: each setting, then its subsets
+    as `{setting}/{subset}`; the pooled `all` last, then its subsets. A subset with no rows in a
+    setting gives no group there."""
+    columns = _subset_columns(graded, scorer)
+    groups = []
+    for setting in setting_order(graded):
+        frame = subset(graded, setting)
+        groups.append((setting, frame))
+        for name, column in columns.items():
+            part = frame.filter(pl.col(column))
+            if part.height:
+                groups.append((f"{setting}/{name}", part))
+    return groups
+
+
+def _subset_columns(graded: pl.DataFrame, scorer: Scorer) -> dict[str, str]:
+    columns = dict(subsets_of(scorer))
+    for name, column in columns.items():
+        if column not in graded.columns:
+            raise GradingError(f"scorer {scorer.name!r} reports subset {name!r} over the sample column {column!r}, "
+                               f"which the table lacks (it has {graded.columns}); rewrite the run with toolsweep")
+        if graded.schema[column] != pl.Boolean:
+            raise GradingError(f"subset {name!r} of scorer {scorer.name!r} needs a Boolean column {column!r}, got "
+                               f"{graded.schema[column]}; type it in the scorer's input_types")
+    return columns
+
+
+def summarize(graded: pl.DataFrame, scorer: Scorer | None = None) -> pl.DataFrame:
+    """Metrics per setting and pooled, each followed by its subsets, for every reading, settings in
+    table order. `scorer`: the table's own (its `scorer` column) unless given."""
+    scorer = scorer or scorer_of(graded)
+    rows = [_row(scorer, frame, label, r) for label, frame in report_groups(graded, scorer) for r in scorer.readings]
     return pl.DataFrame(rows, schema=metrics_schema(scorer), orient="row")
 
 
 def _row(scorer: Scorer, frame: pl.DataFrame, setting: str, reading: str) -> dict[str, Any]:
-    failure = frame["failure"].cast(pl.String)
-    coverage = frame["gold_in_schema"].cast(pl.Float64).mean() if "gold_in_schema" in frame.columns else None
     return {"setting": setting, "parser": reading, "n": frame.height,
             **{m.name: m.value(frame, reading) for m in scorer.metrics},
-            "gold_schema_coverage": coverage, "n_failed": failure.is_not_null().sum(),
-            "n_too_long": (failure == "too_long").sum()}
+            **{name: _COUNTERS[name](frame) for name in count_columns(scorer)}}

@@ -41,13 +41,7 @@ def parse_official(output: str | None) -> ParsedCall:
     match = OFFICIAL_PATTERN.search(output)
     if match is None:
         return _failed("no_match")
-    try:
-        call = json.loads(match.group())
-    except json.JSONDecodeError:
-        return _failed("json_decode")
-    if not isinstance(call, dict) or "tool_name" not in call:
-        return _failed("no_tool_name")
-    return ParsedCall(ok=True, tool_name=call["tool_name"], parameters=call.get("parameters"))
+    return _decoded_call(match.group())
 
 
 def parse_json(output: str | None) -> ParsedCall:
@@ -80,8 +74,13 @@ def parse_whole_json(output: str | None) -> ParsedCall:
     """
     if not output or not output.strip():
         return _failed("empty")
+    return _decoded_call(output)
+
+
+def _decoded_call(text: str) -> ParsedCall:
+    """`json.loads` of the whole text, which must be an object with a top-level `tool_name`."""
     try:
-        call = json.loads(output)
+        call = json.loads(text)
     except json.JSONDecodeError:
         return _failed("json_decode")
     if not isinstance(call, dict) or "tool_name" not in call:

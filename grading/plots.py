@@ -9,8 +9,9 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.files import atomic_write
+from grading.metrics import POOLED
+from grading.scoring import direction_note, get_scorer, primary_reading
 
-PLOT_PARSER = "official"
 _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 # One marker and line style per configuration (variant) of the sweep.
 _MARKERS = "osD^v<>p*h"
@@ -20,10 +21,11 @@ _CHECKPOINT_KEYS = ("model.path", "model.lora", "model.name")
 
 
 def plot_by_step(board: pl.DataFrame, metrics: list[Any], path: Path, title: str) -> Path:
-    """Write a PNG of `metrics` (grading.scoring.Metric, with CIs) under the official reading
-    against step; returns `path`. Shares are drawn in percent, scores as they are.
+    """Write a PNG of `metrics` (grading.scoring.Metric, with CIs) against step, each job under
+    its scorer's primary reading (`official` where it has one, else its first: ETAPP's `judge`);
+    returns `path`. Shares are drawn in percent, scores as they are.
 
-    `board` holds leaderboard rows; rows without a step or of other parsers are ignored.
+    `board` holds leaderboard rows; rows without a step or of other readings are ignored.
     Jobs that differ in more than the checkpoint (e.g. also in decoding.constraint) get one
     line each, so points of different configurations are never joined.
     """
@@ -45,15 +47,24 @@ def new_figure(width: float, height: float) -> Any:
     return fig
 
 
+def primary_rows(board: pl.DataFrame) -> pl.DataFrame:
+    """The board rows under each job's scorer's primary reading (grading.scoring.primary_reading)."""
+    names = board["scorer"].drop_nulls().unique(maintain_order=True).to_list()
+    readings = {name: primary_reading(get_scorer(name)) for name in names}
+    primary = pl.col("scorer").replace_strict(readings, default=None, return_dtype=pl.String)
+    return board.filter(pl.col("parser") == primary)
+
+
 def step_figure(board: pl.DataFrame, metrics: list[Any], title: str, what: str = "the plot") -> Any:
     """The figure `plot_by_step` writes (a matplotlib Figure); `what` names it in the error
     raised when no row has a step."""
     first = metrics[0].name if metrics else None
-    rows = board.filter((pl.col("parser") == PLOT_PARSER) & pl.col("step").is_not_null()
-                        & pl.col(first).is_not_null()) if first else board.clear()
+    rows = primary_rows(board).filter(pl.col("step").is_not_null() & pl.col(first).is_not_null()) \
+        if first else board.clear()
     if rows.height == 0:
-        raise GradingError(f"nothing to plot in {what}: no complete job of the {PLOT_PARSER} parser "
-                           "has a step; name model folders like checkpoint-500 to plot against step")
+        raise GradingError(f"nothing to plot in {what}: no complete job has a step and a value of {first} under "
+                           "its scorer's primary reading; name model folders like checkpoint-500 to plot against step")
+    reading = ", ".join(rows["parser"].unique(maintain_order=True).to_list())
     rows = rows.with_columns(pl.col("overrides").map_elements(_variant, return_dtype=pl.String)
                              .alias("_variant")).sort("step")
     settings = ordered_settings(rows)
@@ -69,7 +80,7 @@ def step_figure(board: pl.DataFrame, metrics: list[Any], title: str, what: str =
         _draw_panel(ax, rows, setting, metrics)
     shares = all(m.scale == "share" for m in metrics)
     for row in grid:
-        row[0].set_ylabel(f"{PLOT_PARSER} reading" + (" (%)" if shares else ""))
+        row[0].set_ylabel(f"{reading} reading" + (" (%)" if shares else ""))
     handles, labels = axes[0].get_legend_handles_labels()
     # Labels naming a configuration are long: two columns keep them inside the figure.
     legend_cols = min(len(labels), 3 if rows["_variant"].n_unique() == 1 else 2)
@@ -88,10 +99,11 @@ def _draw_panel(ax: Any, rows: pl.DataFrame, setting: str, metrics: list[Any]) -
         points = rows.filter((pl.col("setting") == setting) & (pl.col("_variant") == variant))
         style = (_MARKERS[v % len(_MARKERS)], _LINESTYLES[v % len(_LINESTYLES)])
         for k, metric in enumerate(metrics):
-            label = metric.name if len(variants) == 1 else f"{metric.name} | {_shorten(variant or 'default')}"
+            name = metric.name + ("" if metric.higher_is_better else f" ({direction_note(metric)})")
+            label = name if len(variants) == 1 else f"{name} | {_shorten(variant or 'default')}"
             _draw(ax, points, metric.name, 100.0 if metric.scale == "share" else 1.0, (k - 1) * dodge,
                   _COLOURS[k % len(_COLOURS)], style, label)
-    ax.set_title("all settings (pooled)" if setting == "all" else f"setting {setting}")
+    ax.set_title(_panel_title(setting))
     ax.set_xlabel("training step")
     if len(steps) <= 8:
         ax.set_xticks(steps)
@@ -115,11 +127,21 @@ def _draw(ax: Any, points: pl.DataFrame, metric: str, factor: float, offset: flo
                 marker=style[0], linestyle=style[1], markersize=5, capsize=3, linewidth=1.2, label=label)
 
 
+def _panel_title(setting: str) -> str:
+    if setting == POOLED:
+        return "all settings (pooled)"
+    if setting.startswith(f"{POOLED}/"):
+        return f"all settings (pooled), {setting.split('/', 1)[1]}"
+    return f"setting {setting}"
+
+
 def ordered_settings(rows: pl.DataFrame) -> list[str]:
-    """The settings of `rows`: the benchmark's order (p, r, c), anything else as found, pooled last."""
+    """The settings of `rows` (metrics row labels): the benchmark's order (p, r, c), anything else
+    as found, the pooled row and its subsets (`all/clean`) last."""
     found = rows["setting"].unique(maintain_order=True).to_list()
+    pooled = [s for s in found if s == POOLED or s.startswith(f"{POOLED}/")]
     known = [s for s in ("p", "r", "c") if s in found]
-    return [*known, *(s for s in found if s not in known and s != "all"), *(["all"] if "all" in found else [])]
+    return [*known, *(s for s in found if s not in known and s not in pooled), *pooled]
 
 
 def _dodge(rows: pl.DataFrame) -> float:

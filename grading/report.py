@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 
 from grading.files import atomic_write
 from grading.metrics import metrics_schema
-from grading.scoring import LEGACY_SCORER, Scorer, format_value, grade_columns, metric_by_name, scorer_of
+from grading.scoring import (LEGACY_SCORER, Scorer, format_value, grade_columns, metric_by_name, primary_reading,
+                             scorer_of)
 
 # samples.parquet: generation columns written by inference; then the scorer's inputs and grades.
 BASE_SAMPLE_SCHEMA: dict[str, pl.DataType] = {
@@ -32,6 +33,8 @@ BASE_SAMPLE_SCHEMA: dict[str, pl.DataType] = {
     "schema_id": pl.String,
     "history_dropped": pl.Int64,
 }
+# The count columns a metrics table shows (those its scorer has); n_too_long stays in the Parquet file.
+_SHOWN_COUNTS = ("gold_schema_coverage", "n_failed")
 # Columns a table written by an older toolsweep (or by hand) may lack: written as nulls.
 _FILLABLE = ("scorer", "prompt_format", "calls", "prompt_tokens", "output_tokens", "finish_reason",
              "error", "gold_in_schema", "schema_id", "history_dropped", "entry_id")
@@ -89,9 +92,10 @@ def format_table(metrics: pl.DataFrame, scorer: Scorer) -> str:
 
 
 def metrics_cells(metrics: pl.DataFrame, scorer: Scorer) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the metrics table as every report shows it (Markdown and HTML)."""
+    """(header, rows) of the metrics table as every report shows it (Markdown and HTML): metrics
+    defined in some row, then the count columns the scorer's table has."""
     shown = [m.name for m in scorer.metrics if metrics[m.name].null_count() < metrics.height]
-    cols = ["setting", "parser", "n", *shown, "gold_schema_coverage", "n_failed"]
+    cols = ["setting", "parser", "n", *shown, *(c for c in _SHOWN_COUNTS if c in metrics.columns)]
     return cols, [[_cell(scorer, c, r[c]) for c in cols] for r in metrics.iter_rows(named=True)]
 
 
@@ -123,9 +127,9 @@ def write_slices(slices: pl.DataFrame, scorer: Scorer, run_dir: Path,
 
 
 def format_slices(slices: pl.DataFrame, scorer: Scorer) -> str:
-    """The pooled slices of the first reading, headline metrics with their CIs."""
+    """The pooled slices of the primary reading, headline metrics with their CIs."""
     shown = [m for m in scorer.metrics if m.headline] or list(scorer.metrics[:1])
-    reading = scorer.readings[0]
+    reading = primary_reading(scorer)
     rows = [[r["slice"], r["band"] + ("*" if r["small"] else ""), str(r["n"]),
              *(value_ci(m, r[m.name], r.get(f"{m.name}_low"), r.get(f"{m.name}_high")) for m in shown)]
             for r in slices.filter((pl.col("setting") == "all") & (pl.col("parser") == reading)).iter_rows(named=True)]

@@ -8,7 +8,11 @@ path) that defines `SCORER`. It declares:
 - `inputs`: the extra sample-table columns its benchmark's loader must provide;
 - `fields`: the per-sample grade columns it adds (as `{reading}_{field}`), with their types;
 - `metrics`: what is reported, each a :class:`Metric` (name, source fields, aggregation,
-  scale, whether it gets a bootstrap CI).
+  scale, whether it gets a bootstrap CI, and which way is better);
+- `subsets`: parts of every setting reported beside it (`{setting}/{subset}` rows), each named by
+  a Boolean sample column (ETAPP: `clean`, the cases whose data needed no substitute);
+- `count_columns`: the sample counts its metrics table has besides the metrics
+  (grading.metrics.COUNT_COLUMNS), only those that apply to its samples.
 
 Every sample row names its scorer (`scorer` column), so re-grading needs no inference code,
 and every report (metrics, leaderboard, comparison, plots) is derived from the scorer present.
@@ -27,6 +31,10 @@ from grading.errors import GradingError
 from grading.registry import NotFound, find, names_in
 
 SHARE, SCORE = "share", "score"
+PRIMARY_READING = "official"
+"""The reading a report shows when it shows one (plots, slices), where the scorer has it."""
+DEFAULT_COUNTS = ("gold_schema_coverage", "n_failed", "n_too_long")
+"""The count columns of a single-call benchmark answered under a tool schema (grading.metrics)."""
 # Tables written before samples named their scorer were PEToolBench runs.
 LEGACY_SCORER = "petoolbench"
 _PACKAGE = "grading.scorers"
@@ -50,6 +58,10 @@ class Metric:
     per_sample: bool = False
     """A plain mean of one per-sample source: paired tests and flips apply to it."""
     description: str = ""
+    higher_is_better: bool | None = field(kw_only=True)
+    """Which way is better (lm-evaluation-harness's `higher_is_better`): True for an accuracy,
+    False for an error or failure share; None for a number with no better direction (e.g. mean
+    turns), which a comparison calls higher or lower, never gained or lost. Every metric says."""
 
     def value(self, frame: pl.DataFrame, reading: str) -> float | None:
         """The metric over the rows of `frame` under `reading`."""
@@ -66,10 +78,11 @@ def _mean(values: np.ndarray) -> float | None:
     return float(kept.mean()) if kept.size else None
 
 
-def mean(name: str, source: str, *, scale: str = SHARE, ci: bool = True, headline: bool = False,
-         description: str = "") -> Metric:
+def mean(name: str, source: str, *, higher_is_better: bool | None, scale: str = SHARE, ci: bool = True,
+         headline: bool = False, description: str = "") -> Metric:
     """The mean of one per-sample field over the samples where it is not null."""
-    return Metric(name, (source,), _mean, scale, ci, headline, per_sample=True, description=description)
+    return Metric(name, (source,), _mean, scale, ci, headline, per_sample=True, description=description,
+                  higher_is_better=higher_is_better)
 
 
 def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
@@ -81,9 +94,10 @@ def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
 
 def f1(name: str, prefix: str, *, headline: bool = False, description: str = "") -> Metric:
     """F1 over counts pooled across the samples (`{prefix}_tp`, `_fp`, `_fn` per sample): 0 with
-    no true positive, None where the samples have neither gold nor predicted items at that level."""
+    no true positive, None where the samples have neither gold nor predicted items at that level.
+    Higher is better, as for any F1."""
     return Metric(name, (f"{prefix}_tp", f"{prefix}_fp", f"{prefix}_fn"), _f1, SHARE, True, headline,
-                  description=description)
+                  description=description, higher_is_better=True)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
@@ -91,9 +105,32 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
     return float(np.nansum(numerator) / total) if total else None
 
 
-def ratio(name: str, numerator: str, denominator: str, *, ci: bool = False, description: str = "") -> Metric:
+def ratio(name: str, numerator: str, denominator: str, *, higher_is_better: bool | None, ci: bool = False,
+          description: str = "") -> Metric:
     """sum(numerator) / sum(denominator) over the samples; None when the denominator is 0."""
-    return Metric(name, (numerator, denominator), _ratio, SHARE, ci, description=description)
+    return Metric(name, (numerator, denominator), _ratio, SHARE, ci, description=description,
+                  higher_is_better=higher_is_better)
+
+
+def change_word(metric: Metric, increase: bool, good: str = "better", bad: str = "worse") -> str:
+    """How a report names a change of `metric`: `good` or `bad` as its declared direction says,
+    `higher` or `lower` for a metric with no better direction."""
+    if metric.higher_is_better is None:
+        return "higher" if increase else "lower"
+    return good if increase == metric.higher_is_better else bad
+
+
+def direction_note(metric: Metric) -> str:
+    """`higher is better`, `lower is better` or `no better direction`, for a metric's definition."""
+    if metric.higher_is_better is None:
+        return "no better direction"
+    return "higher is better" if metric.higher_is_better else "lower is better"
+
+
+def metric_columns(metrics: Sequence[Metric]) -> dict[str, pl.DataType]:
+    """Each metric's column, with `_low` / `_high` bounds where it has a CI (boards and slices)."""
+    return {name: pl.Float64 for m in metrics
+            for name in ((m.name, f"{m.name}_low", f"{m.name}_high") if m.ci else (m.name,))}
 
 
 @dataclass(frozen=True)
@@ -122,6 +159,10 @@ class Scorer(Protocol):
     inputs: tuple[str, ...]
     fields: Mapping[str, pl.DataType]
     metrics: tuple[Metric, ...]
+    subsets: Mapping[str, str]
+    """Subset name -> Boolean sample column; optional (read through `subsets_of`)."""
+    count_columns: tuple[str, ...]
+    """Count columns of its metrics table; optional (read through `counts_of`)."""
 
     def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
         """The grade fields of one sample row under one reading."""
@@ -147,6 +188,19 @@ class RowScorer:
     them; `toolsweep-grade` adds them from the benchmark's files)."""
     slices: tuple[Slice, ...] = ()
     """The cuts its data supports (slices.parquet); every scorer also gets prompt-token bands."""
+    subsets: Mapping[str, str] = field(default_factory=dict)
+    """Subset name -> Boolean sample column (one of its inputs, so samples.parquet keeps it): every
+    metrics table (run, re-grade, board, comparison) adds, after each setting's rows and after the
+    pooled ones, `{setting}/{name}` rows over the samples where the column is true."""
+    count_columns: tuple[str, ...] = DEFAULT_COUNTS
+    """The count columns its metrics table has (names of grading.metrics.COUNT_COLUMNS): only those
+    that apply to its samples (gold_schema_coverage needs a gold tool and a tool schema)."""
+
+    def __post_init__(self) -> None:
+        bad = [n for n in self.subsets if not n or "/" in n]
+        if bad:
+            raise GradingError(f"scorer {self.name!r}: subset names must be non-empty and hold no '/' (rows are "
+                               f"named `{{setting}}/{{subset}}`), got {bad}; rename them")
 
     def grade_row(self, reading: str, row: dict[str, Any]) -> dict[str, Any]:
         return self.grade(reading, row)
@@ -182,6 +236,22 @@ def scorer_of(samples: pl.DataFrame) -> Scorer:
         raise GradingError(f"a sample table must name exactly one scorer in its `scorer` column, got {names}; "
                            "grade each benchmark's run on its own")
     return get_scorer(names[0])
+
+
+def subsets_of(scorer: Scorer) -> Mapping[str, str]:
+    """The scorer's subsets (name -> Boolean sample column); none for a scorer that declares none."""
+    return getattr(scorer, "subsets", None) or {}
+
+
+def counts_of(scorer: Scorer) -> tuple[str, ...]:
+    """The count columns of the scorer's metrics table (DEFAULT_COUNTS where it declares none)."""
+    return tuple(getattr(scorer, "count_columns", DEFAULT_COUNTS))
+
+
+def primary_reading(scorer: Scorer) -> str:
+    """The reading shown where a report shows one: `official` (the benchmark's own parser) where the
+    scorer has it, else its first reading (ETAPP's `judge`)."""
+    return PRIMARY_READING if PRIMARY_READING in scorer.readings else scorer.readings[0]
 
 
 def grade_columns(scorer: Scorer) -> dict[str, pl.DataType]:

@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 
 from grading.metrics import setting_order, subset
-from grading.scoring import Scorer, Slice, bands, scorer_of, source_arrays
-from grading.stats import metric_ci
+from grading.scoring import Scorer, Slice, bands, metric_columns, scorer_of
+from grading.stats import metric_cis
 
 MIN_N = 20
 KEY_COLUMNS: dict[str, pl.DataType] = {"setting": pl.String, "parser": pl.String, "slice": pl.String,
@@ -23,13 +23,8 @@ PROMPT_TOKENS = Slice("prompt_tokens", lambda row: bands(row.get("prompt_tokens"
 
 
 def slices_schema(scorer: Scorer) -> dict[str, pl.DataType]:
-    columns = {}
-    for metric in scorer.metrics:
-        columns[metric.name] = pl.Float64
-        if metric.ci:
-            columns[f"{metric.name}_low"] = pl.Float64
-            columns[f"{metric.name}_high"] = pl.Float64
-    return {**KEY_COLUMNS, **columns}
+    """Column names and types of slices.parquet for one scorer."""
+    return {**KEY_COLUMNS, **metric_columns(scorer.metrics)}
 
 
 def scorer_slices(scorer: Scorer) -> tuple[Slice, ...]:
@@ -61,9 +56,5 @@ def _ordered(found: list[str], order: tuple[str, ...]) -> list[str]:
 def _row(scorer: Scorer, frame: pl.DataFrame, setting: str, reading: str, name: str, band: str) -> dict[str, Any]:
     row: dict[str, Any] = {"setting": setting, "parser": reading, "slice": name, "band": band,
                            "n": frame.height, "small": frame.height < MIN_N}
-    for metric in scorer.metrics:
-        row[metric.name] = metric.value(frame, reading)
-        if metric.ci:
-            row[f"{metric.name}_low"], row[f"{metric.name}_high"] = \
-                metric_ci(metric, source_arrays(frame, reading, metric.sources), n_resamples=500)
-    return row
+    row.update({metric.name: metric.value(frame, reading) for metric in scorer.metrics})
+    return {**row, **metric_cis(scorer.metrics, frame, reading, n_resamples=500)}

@@ -1,20 +1,21 @@
 """Uncertainty for metrics: percentile bootstrap CIs and the exact McNemar test.
 
-numpy only (no scipy): grading must run on any laptop. Every function is deterministic
-for a given seed, so a re-run of a report gives the same intervals.
+numpy only (no scipy): grading must run on any laptop. Every bootstrap of grading resamples
+here, through `_percentile_ci` (a plain mean) or `resampled_ci` (any other statistic). Every
+function is deterministic for a given seed, so a re-run of a report gives the same intervals.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
+import polars as pl
 
 from grading.errors import GradingError
+from grading.scoring import Metric, source_arrays
 
-if TYPE_CHECKING:
-    from grading.scoring import Metric
 
 def bootstrap_ci(correct: Sequence[bool], n_resamples: int = 2000, seed: int = 0,
                  level: float = 0.95) -> tuple[float, float]:
@@ -63,11 +64,15 @@ def _as_array(values: Sequence[bool], name: str) -> np.ndarray:
     return array
 
 
-def _percentile_ci(values: np.ndarray, n_resamples: int, seed: int, level: float) -> tuple[float, float]:
+def _check_resampling(n_resamples: int, level: float) -> None:
     if not 0 < level < 1:
         raise GradingError(f"level must be between 0 and 1, got {level!r}; e.g. 0.95 for a 95% interval")
     if n_resamples < 1:
         raise GradingError(f"n_resamples must be at least 1, got {n_resamples!r}")
+
+
+def _percentile_ci(values: np.ndarray, n_resamples: int, seed: int, level: float) -> tuple[float, float]:
+    _check_resampling(n_resamples, level)
     if values.size == 0:
         return (math.nan, math.nan)
     means = _resampled_means(values, n_resamples, np.random.default_rng(seed))
@@ -87,7 +92,32 @@ def _resampled_means(values: np.ndarray, n_resamples: int, rng: np.random.Genera
     return draws @ distinct / values.size
 
 
-def metric_ci(metric: "Metric", arrays: Sequence[np.ndarray], n_resamples: int = 2000, seed: int = 0,
+def resampled_ci(statistic: Callable[[np.ndarray], float | None], size: int, n_resamples: int = 2000,
+                 seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of `statistic(rows)`, `rows` being `size` row indices drawn with
+    replacement, `n_resamples` times. Resamples where the statistic is undefined (None or nan)
+    are left out; (nan, nan) when no resample defines it or there are no rows.
+
+    The one bootstrap loop for statistics that are not a plain mean (F1 over pooled counts, a
+    ratio, the paired difference of such a metric between two runs)."""
+    _check_resampling(n_resamples, level)
+    if size == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_resamples):
+        value = statistic(rng.integers(0, size, size))
+        values.append(math.nan if value is None else value)
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[~np.isnan(finite)]
+    if finite.size == 0:
+        return (math.nan, math.nan)
+    tail = (1 - level) / 2
+    low, high = np.quantile(finite, [tail, 1 - tail])
+    return (float(low), float(high))
+
+
+def metric_ci(metric: Metric, arrays: Sequence[np.ndarray], n_resamples: int = 2000, seed: int = 0,
               level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap CI of any metric, resampling samples (rows) with replacement.
 
@@ -97,18 +127,16 @@ def metric_ci(metric: "Metric", arrays: Sequence[np.ndarray], n_resamples: int =
     if metric.per_sample:
         kept = arrays[0][~np.isnan(arrays[0])]
         return _percentile_ci(kept, n_resamples, seed, level)
-    size = arrays[0].size
-    if size == 0:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_resamples):
-        pick = rng.integers(0, size, size)
-        value = metric.reduce(*(a[pick] for a in arrays))
-        values.append(math.nan if value is None else value)
-    finite = np.asarray(values)[~np.isnan(values)]
-    if finite.size == 0:
-        return (math.nan, math.nan)
-    tail = (1 - level) / 2
-    low, high = np.quantile(finite, [tail, 1 - tail])
-    return (float(low), float(high))
+    return resampled_ci(lambda pick: metric.reduce(*(a[pick] for a in arrays)), arrays[0].size,
+                        n_resamples, seed, level)
+
+
+def metric_cis(metrics: Sequence[Metric], frame: pl.DataFrame, reading: str,
+               n_resamples: int = 2000) -> dict[str, float]:
+    """`{name}_low` and `{name}_high` of every metric with a CI, over the rows of `frame` under `reading`."""
+    bounds: dict[str, float] = {}
+    for metric in metrics:
+        if metric.ci:
+            bounds[f"{metric.name}_low"], bounds[f"{metric.name}_high"] = \
+                metric_ci(metric, source_arrays(frame, reading, metric.sources), n_resamples=n_resamples)
+    return bounds

@@ -79,12 +79,14 @@ def _shortened(values: set[str]) -> dict[str, str]:
 
 
 def comparison_cells(comparison: pl.DataFrame, scorer: Scorer) -> Cells:
-    """The comparison's header and rows, each metric on its own scale (shares in percent)."""
-    header = ["setting", "parser", "metric", "n", "a", "b", "diff [95% CI]", "a_only", "b_only", "p_value"]
+    """The comparison's header and rows, each metric on its own scale (shares in percent), with
+    whether B is better or worse as the metric's direction says (`B vs A`)."""
+    header = ["setting", "parser", "metric", "n", "a", "b", "diff [95% CI]", "B vs A", "a_only", "b_only",
+              "p_value"]
     metrics = {m.name: m for m in scorer.metrics}
     rows = [[r["setting"], r["parser"], r["metric"], str(r["n"]),
              format_value(metrics[r["metric"]], r["acc_a"]), format_value(metrics[r["metric"]], r["acc_b"]),
-             _signed(metrics[r["metric"]], r["diff"], r["ci_low"], r["ci_high"]),
+             _signed(metrics[r["metric"]], r["diff"], r["ci_low"], r["ci_high"]), r.get("verdict") or "",
              _count(r["a_only"]), _count(r["b_only"]), _p_value(r["p_value"])]
             for r in comparison.iter_rows(named=True)]
     return header, rows

@@ -1,19 +1,24 @@
 """ETAPP's scoring: the local judge's three 0-5 scores, averaged per setting, plus process facts.
 
-The judge has already read each episode when grading runs (`grading/etapp_judge.py` builds
+The judge has already read each episode when grading runs (`grading/etapp_rubric.py` builds
 its prompt and reads its answer); this scorer reads the judge's columns and the episode's
 process columns, nothing else. One reading, `judge`.
 
 - `procedure`, `personalization`, `proactivity`: upstream's score, the mean Final Assessment
   over the judged cases. A case the judge could not score (its answer unreadable, or the judge
   engine failed) is null: it is left out of these means, as upstream averages only the cases
-  it evaluated, and it is counted by `judge_failed`. An agent episode that failed (turn cap,
-  too long, engine error) is still judged, as upstream judges its "Cannot solve" answer.
+  it evaluated, and it is counted by `judge_failed`. A case that was never sent to the judge
+  (`judge.enabled=false`: its judge error says "not judged", or it has no judge row at all) is
+  no failure: `judged` is null and `judge_failed` leaves it out (a run judged not at all has no
+  `judge_failed`). An agent episode that failed (turn cap, too long, engine error) is still
+  judged, as upstream judges its "Cannot solve" answer.
 - `personal_keypoints`, `proactive_keypoints`: the mean key-point score over 2 (a key point
   half achieved counts half), per case, then averaged. Upstream reports no such number.
 - Process: valid calls and tool errors per call (pooled), mean turns and nudges per case, the
   share of episodes cut at the turn cap, and, in the tool-given setting only, the share of the
   listed tools the agent called at least once.
+- Every metric also on the `clean` subset (`{setting}/clean` rows): the cases whose data needed
+  no substitute (the sample column `clean`, written by the loader).
 
 Sample-table inputs are written to samples.parquet as text, so every count here is read from an
 int or from its decimal string (a re-graded table gives the same grades).
@@ -34,6 +39,8 @@ READING = "judge"
 TOOL_GIVEN = "tool_given"
 """The `setting` segment (settings look like `tool_given/fc`) where a case lists its tools."""
 DIMENSIONS = ("procedure", "personalization", "proactivity")
+NOT_JUDGED = "not judged"
+"""How a judge error begins when the case was never sent to the judge (judging switched off)."""
 COUNTS = ("turns", "n_calls", "valid_calls", "tool_errors", "nudges")
 
 FIELDS: dict[str, pl.DataType] = {
@@ -46,7 +53,7 @@ FIELDS: dict[str, pl.DataType] = {
 INPUTS = (
     "judge_procedure", "judge_personalization", "judge_proactivity", "judge_keypoints", "judge_error",
     *COUNTS, "end_reason", "listed_tools", "called_tools",
-    # Not read by grading; listed so it is written to samples.parquet for the clean-29 report.
+    # The `clean` subset's column (SCORER.subsets); an input so samples.parquet keeps it.
     "clean",
 )
 
@@ -85,13 +92,23 @@ def _hit(scores: Any) -> float | None:
     return float(np.mean(values)) / 2 if values else None
 
 
+def was_judged(row: dict[str, Any], finals: dict[str, int | None]) -> bool:
+    """Whether the case was sent to the judge: not where its error says it was not judged, nor
+    where it has no judge error and no judge output at all (no judge row was joined to it)."""
+    error = row.get("judge_error")
+    if error is not None:
+        return not str(error).startswith(NOT_JUDGED)
+    return any(v is not None for v in finals.values()) or row.get("judge_keypoints") is not None
+
+
 def judge_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The judge's scores of one case, all null (and `judged` False) where the judge failed."""
+    """The judge's scores of one case, all null where the judge failed (`judged` False) or the case
+    was not judged (`judged` null)."""
     finals = {d: _count(row, f"judge_{d}") for d in DIMENSIONS}
     judged = row.get("judge_error") is None and all(v is not None for v in finals.values())
     if not judged:
-        return {**{f"{d}_score": None for d in DIMENSIONS}, "judged": False, "personal_hit": None,
-                "proactive_hit": None}
+        return {**{f"{d}_score": None for d in DIMENSIONS}, "judged": False if was_judged(row, finals) else None,
+                "personal_hit": None, "proactive_hit": None}
     points = _json(row, "judge_keypoints", dict) or {}
     return {**{f"{d}_score": float(v) for d, v in finals.items()}, "judged": True,
             "personal_hit": _hit(points.get("personal")), "proactive_hit": _hit(points.get("proactive"))}
@@ -121,7 +138,9 @@ def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _failed_share(judged: np.ndarray) -> float | None:
-    return float(1 - judged.mean()) if judged.size else None
+    # Null (nan) is a case not sent to the judge: neither judged nor failed.
+    sent = judged[~np.isnan(judged)]
+    return float(1 - sent.mean()) if sent.size else None
 
 
 SCORER = RowScorer(
@@ -130,28 +149,38 @@ SCORER = RowScorer(
     inputs=INPUTS,
     fields=FIELDS,
     metrics=(
-        mean("procedure", "procedure_score", scale=SCORE,
+        mean("procedure", "procedure_score", higher_is_better=True, scale=SCORE,
              description="judge's Procedure score, 0-5, judged cases"),
-        mean("personalization", "personalization_score", scale=SCORE, headline=True,
+        mean("personalization", "personalization_score", higher_is_better=True, scale=SCORE, headline=True,
              description="judge's Personalization score, 0-5, judged cases"),
-        mean("proactivity", "proactivity_score", scale=SCORE,
+        mean("proactivity", "proactivity_score", higher_is_better=True, scale=SCORE,
              description="judge's Proactivity score, 0-5, judged cases"),
-        Metric("judge_failed", ("judged",), _failed_share, SHARE, ci=False,
-               description="cases the judge could not score (left out of the three scores)"),
-        mean("personal_keypoints", "personal_hit", description="personalization key points: mean score / 2"),
-        mean("proactive_keypoints", "proactive_hit", description="proactivity key points: mean score / 2"),
-        ratio("valid_call_rate", "valid_calls", "n_calls", description="valid_calls / calls, pooled over episodes"),
-        ratio("tool_error_rate", "tool_errors", "n_calls",
+        Metric("judge_failed", ("judged",), _failed_share, SHARE, ci=False, higher_is_better=False,
+               description="cases sent to the judge that it could not score (left out of the three scores)"),
+        mean("personal_keypoints", "personal_hit", higher_is_better=True,
+             description="personalization key points: mean score / 2"),
+        mean("proactive_keypoints", "proactive_hit", higher_is_better=True,
+             description="proactivity key points: mean score / 2"),
+        ratio("valid_call_rate", "valid_calls", "n_calls", higher_is_better=True,
+              description="valid_calls / calls, pooled over episodes"),
+        ratio("tool_error_rate", "tool_errors", "n_calls", higher_is_better=False,
               description="tool_errors / calls: calls answered with an error"),
-        mean("mean_turns", "turns", scale=SCORE, ci=False, description="model calls per episode"),
-        mean("mean_nudges", "nudges", scale=SCORE, ci=False, description="format reminders per episode"),
-        mean("turn_cap", "at_turn_cap", ci=False, description="episodes stopped at the turn cap"),
-        mean("listed_tools_called", "listed_tools_called", ci=False,
+        # More turns can be thoroughness or flailing: a change in them is neither gained nor lost.
+        mean("mean_turns", "turns", higher_is_better=None, scale=SCORE, ci=False,
+             description="model calls per episode"),
+        mean("mean_nudges", "nudges", higher_is_better=False, scale=SCORE, ci=False,
+             description="format reminders per episode"),
+        mean("turn_cap", "at_turn_cap", higher_is_better=False, ci=False,
+             description="episodes stopped at the turn cap"),
+        mean("listed_tools_called", "listed_tools_called", higher_is_better=True, ci=False,
              description="tool-given: share of the listed tools called at least once"),
     ),
     grade=grade,
     input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in COUNTS},
                  "clean": pl.Boolean},
+    subsets={"clean": "clean"},
+    # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
+    count_columns=("n_failed", "n_too_long"),
     description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
                 "with the paper's GPT-4o numbers), with key-point and process measures",
 )

@@ -1,7 +1,8 @@
 """Synthetic runs and sweeps for the grading tests, written with the project's own writers.
 
 Samples are graded by the real grader from real-looking outputs, so a test states what the
-model answered ("call", "tool", ...) and the grade columns follow from it.
+model answered ("call", "tool", ...) and the grade columns follow from it. ETAPP cases state
+the judge's scores and the episode's counts, and the real ETAPP scorer grades them.
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ from grading.canonical import canonical_json
 from grading.grades import grade
 from grading.metrics import summarize
 from grading.report import sample_schema, write_markdown, write_metrics, write_samples
-from grading.scoring import get_scorer
+from grading.scoring import get_scorer, scorer_of
 
 PETOOLBENCH = get_scorer("petoolbench")
+ETAPP = get_scorer("etapp_judge")
+ETAPP_JUDGE_SCORES = ("procedure", "personalization", "proactivity")
+NOT_JUDGED = "not judged: roles.judge.enabled=false (judge it with toolsweep-judge RUN_DIR)"
+"""The judge error inference writes on every case of a run with judging switched off."""
 SAMPLE_SCHEMA = sample_schema(PETOOLBENCH)
 
 GOLD_TOOL = "<Travel>.<Trains>.<Search>"
@@ -55,18 +60,45 @@ def make_samples(outcomes: dict[str, Sequence[str]]) -> pl.DataFrame:
     return graded.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()])
 
 
+def etapp_case(sample_id: str, setting: str, finals: tuple[int, int, int] | None, points: dict | None,
+               counts: tuple[int, int, int, int, int], end: str, listed: list[str], called: list[str],
+               error: str | None = None, clean: bool = True) -> dict[str, Any]:
+    """One ETAPP sample row; `finals` (procedure, personalization, proactivity) or None (judge failed
+    or not judged); `counts` (turns, calls, valid_calls, tool_errors, nudges)."""
+    finals = finals or (None, None, None)
+    return {"sample_id": sample_id, "setting": setting, "output": "answer", "failure": None, "scorer": "etapp_judge",
+            **{f"judge_{d}": v for d, v in zip(ETAPP_JUDGE_SCORES, finals)},
+            "judge_keypoints": None if points is None else json.dumps(points), "judge_error": error,
+            **dict(zip(("turns", "n_calls", "valid_calls", "tool_errors", "nudges"), counts)),
+            "end_reason": end, "listed_tools": json.dumps(listed), "called_tools": json.dumps(called), "clean": clean}
+
+
+def etapp_points(personal: Sequence[int], proactive: Sequence[int]) -> dict[str, dict]:
+    """The judge's key-point scores of one case (the procedure points all fully achieved)."""
+    from grading.etapp_rubric import PROCEDURE_KEYS
+
+    return {"personal": dict(enumerate(personal)), "proactive": dict(enumerate(proactive)),
+            "procedure": {k: 2 for k in PROCEDURE_KEYS}}
+
+
+def etapp_table(cases: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """ETAPP sample rows (`etapp_case`) as a table, the judge's scores typed as inference writes them."""
+    return pl.DataFrame(list(cases), schema_overrides={f"judge_{d}": pl.Int64 for d in ETAPP_JUDGE_SCORES})
+
+
 def write_run(run_dir: Path, samples: pl.DataFrame, model_name: str = "tiny",
               model_path: str = "/models/tiny") -> Path:
     """A finished run dir as toolsweep writes it: samples, metrics, slices, metrics.md, run.json."""
     from grading.report import write_slices
     from grading.slices import slice_table
 
+    scorer = scorer_of(samples)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_samples(samples, run_dir, RUN_FACTS)
-    write_metrics(summarize(samples), PETOOLBENCH, run_dir, RUN_FACTS)
+    write_metrics(summarize(samples), scorer, run_dir, RUN_FACTS)
     slices = slice_table(samples)
-    write_slices(slices, PETOOLBENCH, run_dir, RUN_FACTS)
-    write_markdown(summarize(samples), PETOOLBENCH, run_dir, slices)
+    write_slices(slices, scorer, run_dir, RUN_FACTS)
+    write_markdown(summarize(samples), scorer, run_dir, slices)
     facts = {"status": "complete", "model": {"path": model_path, "name": model_name, "fingerprint": "f0"},
              "throughput": {"prompts_per_s": 2.5, "output_tokens_per_s": 50.0}, "wall_s": {"total": 12.0}}
     (run_dir / "run.json").write_text(json.dumps(facts), encoding="utf-8")

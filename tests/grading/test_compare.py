@@ -133,3 +133,68 @@ def test_fractional_parameter_scores_pair_by_sample():
     assert (cell["acc_a"], cell["acc_b"], cell["diff"], cell["a_only"], cell["b_only"]) == (0.5, 1.0, 0.5, 0, 1)
     assert flips.filter(metric="param_acc", parser="official")["direction"].to_list() == ["gained"]
     assert set(comparison["metric"]) == {"tool_acc", "param_acc", "call_acc", "format_valid"}, "the scorer's own"
+
+
+# ----------------------------------------------------------------------------- metric directions
+
+def _etapp_run(personalization: int, counts: tuple[int, int, int, int, int], end: str) -> pl.DataFrame:
+    """Six ETAPP cases alike but for the last (not clean); `counts` (turns, calls, valid, errors, nudges)."""
+    from grading.grades import grade
+    from tests.grading.conftest import etapp_case, etapp_points, etapp_table
+
+    cases = [etapp_case(f"tg-{i}", "tool_given/fc", (3, personalization, 3), etapp_points([2], [1]), counts, end,
+                        ["t1"], ["t1"], clean=i < 5) for i in range(6)]
+    return grade(etapp_table(cases))
+
+
+# B: a better personalization, but a turn more, two more nudges, a tool error per call pair,
+# one valid call fewer, and every episode cut at the turn cap.
+ETAPP_A = _etapp_run(3, (3, 2, 2, 0, 0), "finish")
+ETAPP_B = _etapp_run(4, (4, 2, 1, 1, 2), "turn_cap")
+
+# (id, metric, verdict, a_only, b_only, flip direction, reason)
+DIRECTION_CASES = [
+    ("score_up", "personalization", "better", 0, 6, "gained", "a higher judge score is a gain"),
+    ("nudges_up", "mean_nudges", "worse", 6, 0, "lost", "more format reminders are a loss"),
+    ("turn_cap_up", "turn_cap", "worse", 6, 0, "lost", "more episodes cut at the cap are a loss"),
+    ("turns_up", "mean_turns", "higher", 0, 6, "higher", "no direction: B higher on all six, neither gained nor lost"),
+    ("errors_up", "tool_error_rate", "worse", None, None, None, "a pooled error share: worse, no flips"),
+    ("valid_down", "valid_call_rate", "worse", None, None, None, "a pooled share that fell"),
+]
+
+
+@pytest.mark.parametrize("metric,verdict,a_only,b_only,flip", [c[1:6] for c in DIRECTION_CASES],
+                         ids=[c[0] for c in DIRECTION_CASES])
+def test_comparison_follows_each_metrics_direction(metric, verdict, a_only, b_only, flip):
+    comparison, flips = compare_runs(ETAPP_A, ETAPP_B)
+    row = comparison.filter(setting="all", metric=metric).row(0, named=True)
+    assert (row["verdict"], row["a_only"], row["b_only"]) == (verdict, a_only, b_only)
+    directions = flips.filter(metric=metric)["direction"].unique().to_list()
+    assert directions == ([flip] if flip else [])
+
+
+def test_comparison_has_the_subset_rows_and_the_verdict_column():
+    comparison, _ = compare_runs(ETAPP_A, ETAPP_B)
+    assert comparison["setting"].unique(maintain_order=True).to_list() == [
+        "tool_given/fc", "tool_given/fc/clean", "all", "all/clean"]
+    assert comparison.filter(setting="all/clean", metric="mean_nudges")["n"].to_list() == [5]
+    assert "judge_failed" in comparison["metric"].to_list(), "defined (0%) in both runs"
+    same, _ = compare_runs(ETAPP_A, ETAPP_A)
+    assert same["verdict"].null_count() == same.height, "a run against itself: no change anywhere"
+
+
+def test_a_metric_undefined_in_both_runs_gets_no_row():
+    # Runs with judging switched off: no case was sent to the judge, so judge_failed is undefined.
+    unjudged = ETAPP_A.with_columns(pl.lit(None, dtype=pl.Boolean).alias("judge_judged"))
+    comparison, _ = compare_runs(unjudged, unjudged)
+    assert "judge_failed" not in comparison["metric"].to_list()
+
+
+def test_the_markdown_table_says_better_or_worse():
+    from grading.compare import format_comparison
+    from grading.scoring import get_scorer
+
+    comparison, _ = compare_runs(ETAPP_A, ETAPP_B)
+    text = format_comparison(comparison, get_scorer("etapp_judge"))
+    assert "| B vs A |" in text.splitlines()[0]
+    assert "| all | judge | mean_nudges | 6 | 0.00 | 2.00 | 2.00 [2.00, 2.00] | worse | 6 | 0 |" in text

@@ -11,7 +11,7 @@ import jsonschema
 import polars as pl
 import pytest
 
-from grading.etapp_judge import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, judge_prompt, judge_schema,
+from grading.etapp_rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, judge_prompt, judge_schema,
                                  judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
 from grading.errors import GradingError
 from grading.grades import grade
@@ -19,6 +19,7 @@ from grading.metrics import summarize
 from grading.report import write_samples
 from grading.scoring import get_scorer
 from tests.conftest import SHARED_DATA
+from tests.grading.conftest import etapp_case, etapp_points, etapp_table
 
 PERSONAL = ["Use the user's favourite genre.", "Mention the gym schedule.", "Use the user's favourite genre."]
 PROACTIVE = ["Check the weather first.", "Offer to set an alarm."]
@@ -325,31 +326,16 @@ def test_preferences_name_a_domain_the_profile_lacks():
 SCORER = get_scorer("etapp_judge")
 
 
-def _case(sample_id, setting, finals, points, counts, end, listed, called, error=None, clean=True) -> dict:
-    """One ETAPP sample row; `finals` (procedure, personalization, proactivity) or None (judge failed);
-    `counts` (turns, calls, valid_calls, tool_errors, nudges)."""
-    finals = finals or (None, None, None)
-    return {"sample_id": sample_id, "setting": setting, "output": "answer", "failure": None, "scorer": "etapp_judge",
-            **{f"judge_{d}": v for d, v in zip(("procedure", "personalization", "proactivity"), finals)},
-            "judge_keypoints": None if points is None else json.dumps(points), "judge_error": error,
-            **dict(zip(("turns", "n_calls", "valid_calls", "tool_errors", "nudges"), counts)),
-            "end_reason": end, "listed_tools": json.dumps(listed), "called_tools": json.dumps(called), "clean": clean}
-
-
-def _points(personal, proactive):
-    return {"personal": dict(enumerate(personal)), "proactive": dict(enumerate(proactive)),
-            "procedure": {k: 2 for k in PROCEDURE_KEYS}}
-
-
-TABLE = pl.DataFrame([
-    _case("tg-0", "tool_given/fc", (4, 3, 2), _points([2, 1], [0, 2]), (3, 4, 3, 1, 0), "finish",
-          ["t1", "t2", "t1"], ["t1", "t3"]),
-    _case("tg-1", "tool_given/fc", (2, 5, 4), _points([2, 2], [2, 2]), (5, 2, 2, 0, 2), "turn_cap", ["t1"], ["t1"]),
-    _case("tg-2", "tool_given/fc", None, None, (1, 0, 0, 0, 1), "engine_error", ["t2"], [],
-          error="judge answer is not JSON", clean=False),
-    _case("r-0", "retrieval/fc", (3, 3, 3), _points([1], [1, 1]), (4, 2, 1, 1, 0), "finish",
-          ["search_tools", "get_tool_doc"], ["search_tools"]),
-], schema_overrides={f"judge_{d}": pl.Int64 for d in ("procedure", "personalization", "proactivity")})
+TABLE = etapp_table([
+    etapp_case("tg-0", "tool_given/fc", (4, 3, 2), etapp_points([2, 1], [0, 2]), (3, 4, 3, 1, 0), "finish",
+               ["t1", "t2", "t1"], ["t1", "t3"]),
+    etapp_case("tg-1", "tool_given/fc", (2, 5, 4), etapp_points([2, 2], [2, 2]), (5, 2, 2, 0, 2), "turn_cap",
+               ["t1"], ["t1"]),
+    etapp_case("tg-2", "tool_given/fc", None, None, (1, 0, 0, 0, 1), "engine_error", ["t2"], [],
+               error="judge answer is not JSON", clean=False),
+    etapp_case("r-0", "retrieval/fc", (3, 3, 3), etapp_points([1], [1, 1]), (4, 2, 1, 1, 0), "finish",
+               ["search_tools", "get_tool_doc"], ["search_tools"]),
+])
 
 
 def _metrics(table: pl.DataFrame, setting: str) -> dict:

@@ -316,3 +316,19 @@ def test_reports_open_in_a_real_browser(browser, which, run_dir, sweep, comparis
     assert all(i["complete"] and i["width"] > 0 for i in seen["images"]), seen["images"]
     assert len(seen["images"]) == {"run": 3, "sweep": 2, "compare": 0}[which]
     assert shot.read_bytes().startswith(PNG_MAGIC) and shot.stat().st_size > 20_000
+
+
+def test_an_etapp_run_report_follows_its_scorers_declarations(tmp_path):
+    """The /clean rows, no coverage column, no judge failure where nothing was judged, and each
+    metric's definition saying which way is better."""
+    from tests.grading.conftest import NOT_JUDGED, etapp_case, etapp_table
+
+    cases = [etapp_case(f"tg-{i}", "tool_given/fc", None, None, (3, 2, 2, 0, i), "finish", ["t1"], ["t1"],
+                        error=NOT_JUDGED, clean=i > 0) for i in range(3)]
+    run = write_run(tmp_path / "run", grade(etapp_table(cases)))
+    html = write_run_report(run).read_text(encoding="utf-8")
+    header, *rows = Page(html).tables["headline"]
+    assert [r[0] for r in rows] == ["tool_given/fc", "tool_given/fc/clean", "all", "all/clean"]
+    assert "gold_schema_coverage" not in header and "judge_failed" not in header
+    assert "format reminders per episode; lower is better" in html
+    assert "model calls per episode; no better direction" in html

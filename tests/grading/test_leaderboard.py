@@ -149,3 +149,33 @@ def test_broken_jobs_become_failed_rows(tmp_path, job, break_files, reason):
 def test_not_a_sweep_dir(tmp_path):
     with pytest.raises(GradingError, match="holds no numbered job dirs"):
         build_leaderboard(tmp_path)
+
+
+def _etapp_sweep(root):
+    """Two ETAPP checkpoints (the later more personal); tg-0, scored 0, is not clean."""
+    from grading.grades import grade
+    from tests.grading.conftest import etapp_case, etapp_points, etapp_table
+
+    for number, step in enumerate((100, 200)):
+        cases = [etapp_case(f"tg-{i}", "tool_given/fc", (3, (0, 3, 4, 3)[i] + number, 3), etapp_points([2], [1]),
+                            (3, 2, 2, 0, 0), "finish", ["t1"], ["t1"], clean=i > 0) for i in range(4)]
+        path = f"/ckpt/agent/checkpoint-{step}"
+        write_job(root, number, [f"model.path={path}"], grade(etapp_table(cases)), complete_job(path))
+    return root
+
+
+def test_a_sweep_of_a_scorer_without_official_is_plotted(tmp_path):
+    """ETAPP's one reading is `judge`: the plot and the sweep report use it."""
+    paths = write_leaderboard(_etapp_sweep(tmp_path))
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "report.html"]
+    assert paths[2].read_bytes().startswith(PNG_MAGIC)
+    assert 'id="figure-by_step"' in paths[3].read_text(encoding="utf-8")
+
+
+def test_the_sweep_leaderboard_has_the_subset_rows_with_their_cis(tmp_path):
+    board = build_leaderboard(_etapp_sweep(tmp_path))
+    assert board.filter(job=0)["setting"].to_list() == ["tool_given/fc", "tool_given/fc/clean", "all", "all/clean"]
+    clean = board.filter(job=0, setting="all/clean").row(0, named=True)
+    assert (clean["n"], clean["personalization"]) == (3, pytest.approx(10 / 3)), "tg-1..3: 3, 4, 3"
+    assert clean["personalization_low"] <= clean["personalization"] <= clean["personalization_high"]
+    assert clean["personalization_low"] >= 3.0, "the CI is over the clean cases (tg-0's 0 is not among them)"

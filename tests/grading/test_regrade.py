@@ -90,3 +90,21 @@ def test_old_tables_of_other_benchmarks_are_refused_with_the_fix():
     assert scorer_of(old).name == "petoolbench" and grade(old)["official_call_ok"].to_list() == [True]
     with pytest.raises(GradingError, match="predates per-benchmark scorers"):
         scorer_of(old.with_columns(pl.lit("whole_json").alias("official_parser")))
+
+
+def test_regrade_keeps_a_scorers_subset_rows(tmp_path):
+    """ETAPP declares its `clean` subset: the re-graded metrics have the /clean rows the run had."""
+    from grading.grades import grade
+    from tests.grading.conftest import etapp_case, etapp_points, etapp_table
+
+    points = etapp_points([2], [1])
+    cases = [etapp_case("tg-0", "tool_given/fc", (4, 3, 2), points, (3, 2, 2, 0, 0), "finish", ["t1"], ["t1"]),
+             etapp_case("tg-1", "tool_given/fc", (2, 5, 4), points, (5, 2, 1, 1, 2), "turn_cap", ["t1"], [],
+                        clean=False)]
+    run = write_run(tmp_path / "run", grade(etapp_table(cases)))
+    before = pl.read_parquet(run / "metrics.parquet")
+    metrics, _ = regrade_run(run)
+    assert metrics["setting"].to_list() == ["tool_given/fc", "tool_given/fc/clean", "all", "all/clean"]
+    assert metrics.equals(before) and pl.read_parquet(run / "metrics.parquet").equals(before)
+    assert "| all/clean | judge | 1 |" in (run / "metrics.md").read_text(encoding="utf-8")
+    assert "all/clean" in (run / "report.html").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grading.errors import GradingError
-from grading.stats import bootstrap_ci, mcnemar_exact, paired_bootstrap_ci
+from grading.stats import bootstrap_ci, mcnemar_exact, metric_ci, paired_bootstrap_ci, resampled_ci
 
 # (id, b_only, a_only, expected p, reason)
 MCNEMAR_CASES = [
@@ -130,3 +130,43 @@ def test_paired_bootstrap_matches_resampling_pair_indices():
 def test_paired_bootstrap_rejects_unequal_lengths():
     with pytest.raises(GradingError, match="equal length, got 2 and 3"):
         paired_bootstrap_ci([True, False], [True, False, True])
+
+
+# (id, statistic of the picked rows, size, expected interval, reason)
+RESAMPLED_CASES = [
+    ("constant", lambda pick: 0.5, 10, (0.5, 0.5), "a statistic that never moves"),
+    ("undefined_sometimes", lambda pick: None if pick[0] % 2 else 1.0, 10, (1.0, 1.0),
+     "resamples where it is undefined are left out"),
+    ("never_defined", lambda pick: None, 10, "nan", "no resample defines it"),
+    ("nan_is_undefined", lambda pick: math.nan, 10, "nan", "nan counts as undefined too"),
+    ("no_rows", lambda pick: 1.0, 0, "nan", "nothing to resample"),
+]
+
+
+@pytest.mark.parametrize("statistic,size,expected", [c[1:4] for c in RESAMPLED_CASES],
+                         ids=[c[0] for c in RESAMPLED_CASES])
+def test_resampled_ci(statistic, size, expected):
+    low, high = resampled_ci(statistic, size, n_resamples=200)
+    if expected == "nan":
+        assert math.isnan(low) and math.isnan(high)
+    else:
+        assert (low, high) == expected
+
+
+def test_resampled_ci_is_the_metric_ci_of_a_pooled_metric():
+    """F1 over pooled counts: metric_ci is resampled_ci over its reduce (one bootstrap loop)."""
+    from grading.scoring import f1
+
+    metric = f1("f1", "x")
+    rng = np.random.default_rng(5)
+    tp, fp, fn = (rng.integers(0, 2, 40).astype(float) for _ in range(3))
+    got = metric_ci(metric, [tp, fp, fn], n_resamples=300, seed=4)
+    assert got == resampled_ci(lambda pick: metric.reduce(tp[pick], fp[pick], fn[pick]), 40, 300, 4)
+    assert got[0] < metric.reduce(tp, fp, fn) < got[1]
+
+
+def test_resampled_ci_checks_its_arguments():
+    with pytest.raises(GradingError, match="level must be between 0 and 1, got 1.5"):
+        resampled_ci(lambda pick: 1.0, 5, level=1.5)
+    with pytest.raises(GradingError, match="n_resamples must be at least 1, got 0"):
+        resampled_ci(lambda pick: 1.0, 5, n_resamples=0)
