@@ -387,9 +387,10 @@ def _check_roles(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
         prefix = f"roles.{name}."
         problems += _number_problems(prefix, role.decoding, role.model)
         problems += [f"{prefix}{p}" for p in role.engine.problems()]
-        if role.engine.answers != "prompts":
-            problems.append(f"{prefix}engine must be a model engine (vllm, transformers, openai), got "
-                            f"{role.engine.name}")
+        if role.engine.answers not in benchmark.engine_answers:
+            problems.append(f"{prefix}engine={role.engine.name} answers {role.engine.answers}, which benchmark "
+                            f"{cfg.dataset.name} cannot use (it takes engines that answer "
+                            f"{list(benchmark.engine_answers)})")
         elif role.engine.loads_model:
             try:
                 check_model_dir(role.model.path, weights=role.engine.needs_weights)
