@@ -70,8 +70,7 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
     run = read_facts(job.path / "run.json")
     samples = pl.read_parquet(job.path / "samples.parquet")
     scorer = scorer_of(samples)
-    judge = run.get("judge") if isinstance(run.get("judge"), dict) else {}
-    base = {**_job_fields(job, run.get("model") or {}), "judge": judge.get("name"),
+    base = {**_job_fields(job, run.get("model") or {}), "judge": judge_name(run),
             "history": history_label(run), "scorer": scorer.name}
     throughput = run.get("throughput") or {}
     frames = dict(report_groups(samples, scorer))  # a metrics row's setting label -> its samples
@@ -81,6 +80,13 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
                      "output_tokens_per_s": throughput.get("output_tokens_per_s"), "status": "complete",
                      **metric_cis(scorer.metrics, frames[metrics["setting"]], metrics["parser"])})
     return rows, scorer
+
+
+def judge_name(run: dict[str, Any]) -> str | None:
+    """The judge's model name: the `judge` role's in run.json (older runs: a top-level `judge`)."""
+    role = ((run.get("roles") or {}).get("judge") or {}).get("model")
+    judge = role if isinstance(role, dict) else run.get("judge")
+    return judge.get("name") if isinstance(judge, dict) else None
 
 
 def history_label(run: dict[str, Any]) -> str | None:

@@ -14,13 +14,10 @@ from typing import Callable, Optional
 import polars as pl
 
 from grading.errors import GradingError
-from grading.grades import grade
-from grading.html_report import write_run_report
 from grading.leaderboard import format_leaderboard, write_leaderboard
-from grading.metrics import summarize
-from grading.report import format_table, read_metadata, write_markdown, write_metrics, write_samples, write_slices
-from grading.slices import slice_table
-from grading.scoring import Scorer, scorer_of
+from grading.outputs import write_graded
+from grading.report import format_table, read_metadata
+from grading.scoring import Scorer
 from grading.sweep import find_jobs, is_sweep_dir
 
 
@@ -39,15 +36,8 @@ def regrade_run(run_dir: Path, refresh: Optional[Refresh] = None) -> tuple[pl.Da
     # A run killed between the two writes has samples but no metrics: reuse the samples' facts.
     metrics_meta = read_metadata(metrics_path) if metrics_path.is_file() else samples_meta
     samples = pl.read_parquet(samples_path)
-    graded = grade(refresh(samples, run_dir) if refresh else samples)
-    scorer = scorer_of(graded)
-    metrics = summarize(graded)
-    write_samples(graded, run_dir, samples_meta)
-    write_metrics(metrics, scorer, run_dir, metrics_meta)
-    slices = slice_table(graded)
-    write_slices(slices, scorer, run_dir, metrics_meta)
-    write_markdown(metrics, scorer, run_dir, slices)
-    write_run_report(run_dir)
+    _, metrics, scorer = write_graded(refresh(samples, run_dir) if refresh else samples, run_dir, samples_meta,
+                                      metrics_meta)
     return metrics, scorer
 
 

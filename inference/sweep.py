@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import polars as pl
 from hydra.experimental.callback import Callback
 
-from grading.scoring import format_value, get_scorer
+from grading.scoring import format_value, get_scorer, primary_reading
 from grading.sweep import override_value, parse_step
 
 CHILD_FLAG = "TOOLSWEEP_SWEEP_CHILD"
@@ -154,14 +154,14 @@ def _report(job_num: int, outcome: dict[str, Any], kept: bool, run_dir: Path) ->
 
 
 def _headline(run_dir: Path) -> str | None:
-    # The first headline metric of the job's scorer, pooled, under the official reading.
+    # The first headline metric of the job's scorer, pooled, under its primary reading.
     try:
         metrics = pl.read_parquet(run_dir / "metrics.parquet")
         scorer = get_scorer(pl.read_parquet(run_dir / "samples.parquet", columns=["scorer"])["scorer"][0])
     except Exception:  # noqa: BLE001 - a missing or old report only costs the headline
         return None
     metric = next((m for m in scorer.metrics if m.headline), scorer.metrics[0])
-    row = metrics.filter((pl.col("setting") == "all") & (pl.col("parser") == "official"))
+    row = metrics.filter((pl.col("setting") == "all") & (pl.col("parser") == primary_reading(scorer)))
     if row.height == 0:
         return None
     return f"{metric.name} {format_value(metric, row[metric.name][0])}"
