@@ -5,6 +5,7 @@ model loads."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -230,3 +231,57 @@ def test_sequential_state_keeps_a_tools_tables_across_a_users_cases(tmp_path, et
     added = '{"status": "success", "message": "Event added successfully."}'
     assert seen["tool"] == [added, added]
     assert seen["sequential"][0] == added and "conflicting" in seen["sequential"][1]
+
+
+def judge_script(data: Path, sample_ids: list[str], score: int) -> list[dict]:
+    """A scripted judge: for each case, a full answer in the judge's schema giving `score` everywhere
+    (the judge's requests are `judge/{sample_id}@{attempt}`)."""
+    from grading import etapp_rubric as jt
+    from inference.benchmarks.etapp.cases import load_cases
+
+    cases = {c.case_id: c for c in load_cases(data, None, None)}
+    rows = []
+    for sid in sample_ids:
+        case = cases[sid.split("/")[-1]]
+        text = json.dumps(jt.judge_template(*jt.keypoints(case.personal, case.proactive)))
+        text = re.sub(r'"<an integer from 0 to (\d)>"', lambda m: str(min(score, int(m[1]))), text)
+        rows.append({"sample_id": f"judge/{sid}", "turn": 0, "output": text.replace("<your reasons>", "ok")})
+    return rows
+
+
+def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_clean_rows(tmp_path, etapp_data):
+    """Two checkpoints named checkpoint-N, a scripted agent and a scripted judge: the sweep's end
+    writes leaderboard.png and report.html; the board names the judge and keeps the /clean rows,
+    and so does toolsweep-grade on a run and on the sweep."""
+    sid = "tool_given/fc/James_Harrington-1"
+    agent = tmp_path / "agent.jsonl"
+    agent.write_text(json.dumps({"sample_id": sid, "turn": 1, "answer": "Mild and dry today."}) + "\n")
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, [sid], 4)))
+    checkpoints = []
+    for step in (100, 200):
+        folder = tmp_path / "ckpts" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({"step": step}))
+        checkpoints.append(str(folder))
+    sweep = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
+                           f"dataset.path={etapp_data}", f"model.path={','.join(checkpoints)}",
+                           *one_case("James_Harrington", 1)[:-1], "engine=script", f"engine.script={agent}",
+                           "engine@roles.judge.engine=script", f"roles.judge.engine.script={judge}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "UserWarning" not in done.stderr and "nothing to plot" not in done.stderr, done.stderr[-2000:]
+    assert (sweep / "leaderboard.png").stat().st_size > 0 and (sweep / "report.html").is_file()
+    board = pl.read_parquet(sweep / "leaderboard.parquet")
+    assert set(board["setting"]) == {"tool_given/fc", "tool_given/fc/clean", "all", "all/clean"}
+    assert board["judge"].drop_nulls().len() == board.height and board["personalization"].to_list() == [4.0] * 8
+    assert "SmolLM2-135M-Instruct" in (sweep / "report.html").read_text(encoding="utf-8")
+    run = sweep / "0"
+    assert "tool_given/fc/clean" in pl.read_parquet(run / "metrics.parquet")["setting"].to_list()
+    for target in (run, sweep):
+        regraded = subprocess.run([sys.executable, "-m", "inference.regrade", str(target)], cwd=REPO,
+                                  capture_output=True, text=True, timeout=300)
+        assert regraded.returncode == 0, regraded.stderr[-2000:]
+    assert "all/clean" in pl.read_parquet(run / "metrics.parquet")["setting"].to_list()
+    assert set(pl.read_parquet(sweep / "leaderboard.parquet")["setting"]) == set(board["setting"])

@@ -744,7 +744,7 @@ def test_problems_name_every_missing_file_and_the_fix(tmp_path):
                     "Workout_records_James_Harrington.csv"):
         assert f"{missing}: missing;" in text, missing
     assert "carts_John_Doe.csv: header ['id', 'asin'] is not the expected" in text
-    assert "user 'Nobody' is not in" in text and "etapp.travelplanner" in text
+    assert "user 'Nobody' is not in" in text and "dataset.travelplanner" in text
     with pytest.raises(DatasetError, match="weather_new.json: missing"):
         SandboxData.load(root, tmp_path / "nowhere")
 
