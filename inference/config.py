@@ -23,7 +23,8 @@ from inference.errors import ConfigError
 from inference.models import check_model_dir
 
 CONSTRAINTS = ("outlines", "xgrammar", "guidance", "none")
-PROMPT_FORMATS = ("benchmark", "native")
+BENCHMARK_FORMAT, NATIVE_FORMAT = "benchmark", "native"
+PROMPT_FORMATS = (BENCHMARK_FORMAT, NATIVE_FORMAT)
 # Field metadata marking an option that changes what the model generates: every such field
 # enters the generation cache key (inference.generation.key_context), so none can be forgotten.
 OUTPUT = {"output": True}
@@ -183,44 +184,6 @@ class ReplayEngineConfig(EngineConfig):
             found.append(f"engine.predictions {self.predictions!r} is not a file (JSONL or Parquet of "
                          "{sample_id, output} rows)")
         return found
-
-
-@dataclass
-class OpenAIEngineConfig(GeneratingEngineConfig):
-    name: str = "openai"
-    target: str = "inference.engines.openai_server:OpenAIEngine"
-    base_url: str = MISSING
-    """The server's OpenAI-compatible API, ending in /v1 (e.g. http://127.0.0.1:8000/v1)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """The environment variable holding the API key (the key itself never enters config or run.json)."""
-    model: Optional[str] = None
-    """The served model's id; None: the server's only model."""
-    revision: str = ""
-    """Your name for the weights behind the server (e.g. a checkpoint step): part of the cache key,
-    with the server's model id, so a server swapped to new weights does not reuse old generations."""
-    concurrency: int = 8
-    """Requests in flight at once (the server batches them)."""
-    timeout_s: float = 600.0
-    """Seconds one request may take."""
-    retries: int = 3
-    """Retries, with backoff, after a connection error or a 5xx answer."""
-
-    needs_weights = False
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.base_url.startswith(("http://", "https://")):
-            found.append(f"engine.base_url must be an http(s) URL ending in /v1, got {self.base_url!r}")
-        if self.concurrency < 1 or self.retries < 0:
-            found.append(f"engine.concurrency must be >= 1 and engine.retries >= 0, got {self.concurrency}, "
-                         f"{self.retries}")
-        return found
-
-    def model_key(self) -> dict[str, Any]:
-        from inference.engines.openai_server import server_identity
-
-        return {"server": server_identity(self.base_url, os.environ.get(self.api_key_env) or None, self.model),
-                "revision": self.revision}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from inference.benchmarks import benchmark_names, get_benchmark, load_dataset
-from inference.benchmarks.base import NATIVE_FORMAT
+from inference.config import NATIVE_FORMAT
 from inference.errors import DatasetError
 from inference.toolcalls import CALL_FORMATS, DEFAULT_PARSER
 

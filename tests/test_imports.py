@@ -15,10 +15,22 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _resolve(name: str, modules: set[str]) -> list[str]:
-    # `import a.b.c` runs a, a.b and a.b.c: each existing one is an edge.
+def _resolve(name: str, modules: set[str], importer: str) -> list[str]:
+    # `import a.b.c` runs a, a.b and a.b.c: each existing one is an edge, except the importer's own
+    # packages, which already ran (a module of a package importing its sibling is no cycle); the
+    # module named itself is always an edge.
     parts = name.split(".")
-    return [m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in modules]
+    found = [m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in modules]
+    return [m for m in found if m == found[-1] or not importer.startswith(m + ".")]
+
+
+def _absolute(module: str, path: Path, level: int, name: str | None) -> str:
+    """The absolute module a `from ... import` names: `from .x import y` in a.b.c is a.b.x."""
+    if level == 0:
+        return name or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[:len(package) - (level - 1)]
+    return ".".join([*base, *([name] if name else [])])
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -30,12 +42,15 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(module, path, node.level, node.module)
+                subs = [f"{base}.{a.name}" for a in node.names]
+                # `from pkg import mod` imports the module; pkg itself only for a name defined in it
+                names = [*([base] if any(s not in files for s in subs) else []), *subs]
             else:
                 continue
             for name in names:
-                graph[module].update(m for m in _resolve(name, modules) if m != module)
+                graph[module].update(m for m in _resolve(name, modules, module) if m != module)
     return graph
 
 
@@ -78,3 +93,21 @@ def test_grading_never_imports_inference():
     leaks = {m: sorted(d for d in deps if d.startswith("inference")) for m, deps in graph.items()
              if m.startswith("grading")}
     assert {m: d for m, d in leaks.items() if d} == {}
+
+
+def test_relative_imports_are_followed():
+    graph = import_graph()
+    assert "inference.benchmarks.etapp.agent" in graph["inference.benchmarks.etapp.agent_solver"]
+    assert "inference.benchmarks.etapp.options" in graph["inference.benchmarks.etapp"]
+
+
+# The run's layers, top down: the entry points, then the benchmarks (loaders and their solvers),
+# then everything they are built from. Nothing below the benchmarks imports them.
+ENTRY = {"inference.cli", "inference.run", "inference.rejudge", "inference.regrade", "inference.gold"}
+
+
+def test_nothing_below_the_benchmarks_imports_them():
+    graph = import_graph()
+    upward = {m: sorted(d for d in deps if d.startswith("inference.benchmarks")) for m, deps in graph.items()
+              if not m.startswith("inference.benchmarks") and m not in ENTRY}
+    assert {m: d for m, d in upward.items() if d} == {}

@@ -24,11 +24,10 @@ from grading.errors import GradingError
 from grading.listing import list_first
 from grading.metrics import POOLED
 from grading.scoring import get_scorer
-from inference.config import DatasetConfig
+from inference.config import BENCHMARK_FORMAT, NATIVE_FORMAT, DatasetConfig  # noqa: F401 (loaders import them here)
 from inference.errors import DatasetError
 from inference.schemas import function_specs
 
-BENCHMARK_FORMAT, NATIVE_FORMAT = "benchmark", "native"
 # The canonical sample table every loader produces, and the prompt stage consumes; a scorer's
 # own inputs (JSON text) follow these columns.
 SAMPLE_TABLE_SCHEMA: dict[str, pl.DataType] = {

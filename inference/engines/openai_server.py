@@ -17,13 +17,16 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
+from omegaconf import MISSING
+
+from inference.config import GeneratingEngineConfig
 from inference.console import progress
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.toolcalls import request_grammar
-from inference.config import OpenAIEngineConfig
 
 _BACKOFF_S = 0.5
 
@@ -110,6 +113,42 @@ class OpenAIEngine:
         return Generation(request.sample_id, choice.get("text"), str(choice.get("finish_reason") or "error"),
                           output_tokens=len(tokens) if tokens is not None else answer.get("usage", {}).get(
                               "completion_tokens"))
+
+
+@dataclass
+class OpenAIEngineConfig(GeneratingEngineConfig):
+    name: str = "openai"
+    target: str = "inference.engines.openai_server:OpenAIEngine"
+    base_url: str = MISSING
+    """The server's OpenAI-compatible API, ending in /v1 (e.g. http://127.0.0.1:8000/v1)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the API key (the key itself never enters config or run.json)."""
+    model: Optional[str] = None
+    """The served model's id; None: the server's only model."""
+    revision: str = ""
+    """Your name for the weights behind the server (e.g. a checkpoint step): part of the cache key,
+    with the server's model id, so a server swapped to new weights does not reuse old generations."""
+    concurrency: int = 8
+    """Requests in flight at once (the server batches them)."""
+    timeout_s: float = 600.0
+    """Seconds one request may take."""
+    retries: int = 3
+    """Retries, with backoff, after a connection error or a 5xx answer."""
+
+    needs_weights = False
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not self.base_url.startswith(("http://", "https://")):
+            found.append(f"engine.base_url must be an http(s) URL ending in /v1, got {self.base_url!r}")
+        if self.concurrency < 1 or self.retries < 0:
+            found.append(f"engine.concurrency must be >= 1 and engine.retries >= 0, got {self.concurrency}, "
+                         f"{self.retries}")
+        return found
+
+    def model_key(self) -> dict[str, Any]:
+        return {"server": server_identity(self.base_url, os.environ.get(self.api_key_env) or None, self.model),
+                "revision": self.revision}
 
 
 CONFIG = OpenAIEngineConfig

@@ -14,8 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from inference.benchmarks.base import NATIVE_FORMAT
-from inference.config import ToolsweepConfig
+from inference.config import NATIVE_FORMAT, ToolsweepConfig
 from inference.console import marker
 from inference.engines import Generation, Request
 from inference.errors import ConfigError
