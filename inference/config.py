@@ -264,7 +264,7 @@ def validate(cfg: ToolsweepConfig, benchmark: Any) -> None:
     problems = [*_check_choices(cfg, benchmark), *_check_numbers(cfg), *_check_paths(cfg, benchmark),
                 *cfg.dataset.problems(), *_check_roles(cfg, benchmark)]
     if benchmark.check is not None and Path(cfg.dataset.path).expanduser().exists():
-        problems += benchmark.check(cfg.dataset)
+        problems += benchmark.check(cfg)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 

@@ -70,8 +70,8 @@ class Benchmark:
     """(the loaded table, its options) -> the samples to run, for options beyond settings and
     limit (PEToolBench's history ablations, ETAPP's users and methods)."""
     check: Callable[[Any], list[str]] | None = None
-    """(its options) -> every problem with its data files and the selection, reported with the
-    config's problems before any model loads (a loader's own errors come later, at load)."""
+    """(the run's typed config) -> every problem with its data files, the selection, and root
+    options it does not read, reported with the config's problems before any model loads."""
     roles: tuple[str, ...] = ()
     """Model roles besides the evaluated model that its solvers use (ETAPP: `judge`); each is
     configured under `roles.<name>` by its YAML."""

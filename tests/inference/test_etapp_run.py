@@ -285,3 +285,16 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
         assert regraded.returncode == 0, regraded.stderr[-2000:]
     assert "all/clean" in pl.read_parquet(run / "metrics.parquet")["setting"].to_list()
     assert set(pl.read_parquet(sweep / "leaderboard.parquet")["setting"]) == set(board["setting"])
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("model.tool_parser=llama3_json", "model.tool_parser=llama3_json: ETAPP's FC reading parses Hermes"),
+    ("prompt.format=native", "prompt.format=native: ETAPP prompts in its own formats"),
+    ("decoding.drop_oldest_history=true", "decoding.drop_oldest_history=true: ETAPP's prompts hold no history"),
+    ("+dataset.history=none", "dataset.history is not an option here"),
+], ids=["tool_parser", "prompt_format", "drop_oldest_history", "petoolbench_history"])
+def test_options_etapp_does_not_read_are_errors_not_ignored(tmp_path, etapp_data, override, expected):
+    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("James_Harrington", 1), override],
+                     [{"sample_id": "tool_given/fc/James_Harrington-1", "turn": 1, "answer": "x"}])
+    assert done.returncode == 2 and expected in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "run" / "samples.parquet").exists()

@@ -36,10 +36,10 @@ def _select(table: pl.DataFrame, options: EtappOptions) -> pl.DataFrame:
                       options.methods)
 
 
-def _check(options: EtappOptions) -> list[str]:
-    from .checks import input_problems
+def _check(cfg) -> list[str]:
+    from .checks import input_problems, unused_options
 
-    return input_problems(options)
+    return [*unused_options(cfg), *input_problems(cfg.dataset)]
 
 
 BENCHMARK = Benchmark(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from inference.errors import DatasetError
 from .cases import case_problems, load_cases, read_profiles
@@ -16,6 +17,21 @@ def input_problems(options: EtappOptions) -> list[str]:
     if options.upstream:
         problems += upstream_problems(options)
     return problems
+
+
+def unused_options(cfg: Any) -> list[str]:
+    """Root options the single-call solver reads and ETAPP's agent does not: set, they are an error."""
+    found = []
+    if cfg.model.tool_parser not in (None, "hermes"):
+        found.append(f"model.tool_parser={cfg.model.tool_parser}: ETAPP's FC reading parses Hermes <tool_call> "
+                     "blocks only; leave model.tool_parser unset")
+    if cfg.prompt.format is not None:
+        found.append(f"prompt.format={cfg.prompt.format}: ETAPP prompts in its own formats (dataset.methods); "
+                     "leave prompt.format unset")
+    if cfg.decoding.drop_oldest_history:
+        found.append("decoding.drop_oldest_history=true: ETAPP's prompts hold no history list to shorten; an "
+                     "episode whose prompt no longer fits ends as too_long")
+    return found
 
 
 def sandbox_problems(options: EtappOptions, root: Path) -> list[str]:
