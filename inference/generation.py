@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from grading.listing import list_first
 from inference.cache import GenerationStore, request_key
 from inference.config import DecodingConfig, ModelConfig, output_options
 from inference.console import marker
@@ -205,7 +206,7 @@ class Generator:
             self.stats["backend"] = self._engine.backend
             missing = getattr(self._engine, "missing", [])
             if missing:
-                shown = ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")
+                shown = list_first(missing, 20)
                 marker(f"replay: {len(missing)} samples have no prediction and count as wrong "
                        f"(failure 'missing'): {shown}")
         return self._engine.generate(requests)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
+from grading.listing import list_first
+
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.config import ReplayEngineConfig
@@ -38,8 +40,7 @@ def read_predictions(path: str | Path) -> dict[str, str | None]:
 
 
 def _listing(items: list[str]) -> str:
-    more = f" ... and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else ""
-    return ", ".join(items[:_MAX_LISTED]) + more
+    return list_first(items, _MAX_LISTED)
 
 
 class ReplayEngine:

@@ -239,5 +239,5 @@ def test_bad_method_setting_and_profile_are_named():
         at.e_react_execute_turn("given")
     with pytest.raises(DatasetError, match=r"no DemographicData.BasicInformation.Location \(top-level keys \['x'\]\)"):
         at.status_for({"x": 1}, "Home", "2024-09-06 07:00:00")
-    with pytest.raises(DatasetError, match=r"lacks domain\(s\) \['music'\]"):
+    with pytest.raises(DatasetError, match=r"the concrete profile has no domains \[.music.\]"):
         at.preferences_for_tools(["play_music"], {"email": {}}, {"play_music": "music"})

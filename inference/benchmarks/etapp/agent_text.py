@@ -19,7 +19,7 @@ from typing import Any
 
 from inference.errors import ConfigError, DatasetError
 
-METHODS = ("fc", "react", "e_react")
+from .options import METHODS
 SETTINGS = ("tool_given", "tool_retrieval")
 
 ABORT_TURNS = "Cannot solve this task due to trying too many times."
@@ -194,20 +194,15 @@ def status_for(profile: dict, location: str, timestamp: str) -> dict:
 
 def preferences_for_tools(available_tools: list[str], concrete_profile: dict,
                           tool_domain: dict[str, str | None]) -> list[dict]:
-    """The concrete-profile dicts of the tools' domains, each once, in the order tools first reach it.
+    """The concrete-profile dicts of the tools' domains, each once, in the order tools first reach it
+    (the judge's reading with no tool called yet; tools without a domain add nothing)."""
+    from grading.errors import GradingError
+    from grading.etapp_rubric import preferences_for
 
-    Tools without a domain (weather, the search tools, names the map lacks) add nothing.
-    """
-    seen: list[str] = []
-    for name in available_tools:
-        domain = tool_domain.get(name)
-        if domain and domain not in seen:
-            seen.append(domain)
-    missing = [d for d in seen if d not in concrete_profile]
-    if missing:
-        raise DatasetError(f"ETAPP concrete profile lacks domain(s) {missing} (it has {list(concrete_profile)}); "
-                           "pass profile/concrete_profile/profile_<User>.json")
-    return [concrete_profile[d] for d in seen]
+    try:
+        return preferences_for(available_tools, [], concrete_profile, tool_domain)
+    except GradingError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 # --- Parsers -----------------------------------------------------------------------------------

@@ -11,12 +11,13 @@ gives the final answer "" (so a script ends its cases where it stops).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataclasses import dataclass
-
 from omegaconf import MISSING
+
+from grading.listing import list_first
 
 from inference.config import EngineConfig
 from inference.engines import EngineContext, Generation, Request
@@ -105,7 +106,7 @@ def read_script(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
         else:
             turns[(row["sample_id"], int(row["turn"]))] = row
     if problems:
-        raise DatasetError(f"{len(problems)} bad row(s) in engine.script {path}:\n  " + "\n  ".join(problems[:40])
+        raise DatasetError(f"{len(problems)} bad row(s) in engine.script {path}:\n  " + list_first(problems, 40, "\n  ")
                            + '\nEach row is {"sample_id", "turn", "calls": [{"name", "arguments"}]} or '
                            '{"sample_id", "turn", "answer"}.')
     return turns
