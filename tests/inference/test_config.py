@@ -190,3 +190,15 @@ def test_every_option_of_an_engine_or_benchmark_is_in_its_yaml(path):
 
     schema, data = _schema_of(path)
     assert [f.name for f in fields(schema) if f.name not in data] == []
+
+
+def test_help_says_what_toolsweep_is_and_lists_the_groups_a_user_chooses_from():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("toolsweep: batch evaluation of (personalized) tool-calling LLMs")
+    assert "  engine: openai, replay, script, transformers, vllm\n" in done.stdout
+    assert "_schema" not in done.stdout and "powered by Hydra" not in done.stdout
