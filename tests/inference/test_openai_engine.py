@@ -152,3 +152,39 @@ def test_unknown_model_names_the_served_ones(flaky_server):
     with pytest.raises(EngineError, match=r"engine.model must name one of the server's models \['m'\]"):
         OpenAIEngine(base_url=flaky_server, api_key=None, model="other", constraint="none", max_new_tokens=8,
                      temperature=0.0, seed=0, concurrency=1, timeout_s=5, retries=0)
+
+
+@pytest.mark.vllm
+@pytest.mark.shared_data
+def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, vllm_server, tiny_model, scratch_env,
+                                                                      etapp_data):
+    """The judge is a role like any model: `engine@roles.judge.engine=openai` against the real
+    `vllm serve` gives the in-process judge's greedy answers and scores (scripted agent, so the
+    judge's prompts are the same in both runs)."""
+    from tests.inference.test_etapp_run import one_case
+
+    sid = "tool_given/fc/James_Harrington-1"
+    script = tmp_path / "agent.jsonl"
+    script.write_text(json.dumps({"sample_id": sid, "turn": 1, "answer": "Mild and dry in San Francisco today."}) + "\n")
+    common = ["dataset=etapp", f"dataset.path={etapp_data}", *one_case("James_Harrington", 1)[:-1], "engine=script",
+              f"engine.script={script}", f"roles.judge.model.path={tiny_model}", "roles.judge.model.embedded=false",
+              "roles.judge.model.dtype=float32", "roles.judge.decoding.constraint=outlines",
+              "roles.judge.decoding.max_new_tokens=1024", "dataset.judge_analysis_chars=8",
+              "roles.judge.engine.cache=false"]
+    local = run_toolsweep(tmp_path / "local", [*common, "roles.judge.engine.cpu_kvcache_gib=0.0625"], env=scratch_env)
+    assert local.returncode == 0, local.stderr[-3000:]
+    remote = run_toolsweep(tmp_path / "remote", [*common, "engine@roles.judge.engine=openai",
+                                                 f"roles.judge.engine.base_url={vllm_server}",
+                                                 "roles.judge.engine.revision=tiny-test"],
+                           env={**scratch_env, "OPENAI_API_KEY": KEY})
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    columns = ["sample_id", "judge_output", "judge_attempts", "judge_error", "judge_procedure",
+               "judge_personalization", "judge_proactivity", "judge_keypoints"]
+    local_rows = pl.read_parquet(tmp_path / "local" / "judgements.parquet").select(columns)
+    assert local_rows["judge_output"].null_count() == 0, "the judge answered"
+    assert pl.read_parquet(tmp_path / "remote" / "judgements.parquet").select(columns).equals(local_rows)
+    scores = ["sample_id", "judge_procedure_score", "judge_personalization_score", "judge_proactivity_score"]
+    assert pl.read_parquet(tmp_path / "remote" / "samples.parquet").select(scores).equals(
+        pl.read_parquet(tmp_path / "local" / "samples.parquet").select(scores))
+    facts = json.loads((tmp_path / "remote" / "run.json").read_text())
+    assert facts["roles"]["judge"]["engine"] == "openai" and KEY not in json.dumps(facts)
