@@ -1,4 +1,4 @@
-"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead.
+"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups.
 
 Every figure goes to bench.json with its unit, the machine, package versions and the
 command. Short timings are medians of repeats; ratios come from runs made side by side
@@ -8,8 +8,11 @@ in this one invocation. Nothing here is asserted: numbers are measured, not prom
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,7 +25,14 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar,dtype"
+ALL = "prompts,overhead,end_to_end,grammar,dtype,cache"
+CACHE_SIZES = (10_000, 100_000, 1_000_000)
+# rows per Parquet part: big parts build a 1M cache in seconds (and are the old store's best case);
+# shard-sized parts (engine.shard_size's default) are what sweeps really leave in a cache
+CACHE_LAYOUTS = {"big_parts": 100_000, "shard_parts": 512}
+LOOKUP_KEYS = 512
+# the old store read every part on every lookup: measured at 1M only if 10x its 100k time is under this
+OLD_STORE_BUDGET_S = 60.0
 
 
 def figure(value: float | int | None, unit: str, **extra: Any) -> dict[str, Any]:
@@ -251,15 +261,121 @@ def bench_overhead(out: Path) -> dict[str, Any]:
             "peak_rss": figure(rss_kb / 1024 if rss_kb else None, "MiB")}
 
 
+# ---------------------------------------------------------------- generation cache lookups
+def synthetic_cache(folder: Path, rows: int, part_rows: int) -> list[str]:
+    """`rows` cached generations in Parquet parts of `part_rows`, with no index yet (as a cache made before
+    the index, so the first open measures the index build); returns their keys."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from inference.cache import PART_SCHEMA
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    keys = [hashlib.sha256(f"{rows}:{i}".encode()).hexdigest() for i in range(rows)]
+    for number, start in enumerate(range(0, rows, part_rows)):
+        chunk = keys[start:start + part_rows]
+        # a tool call of realistic length whose text differs per row (compresses like real outputs)
+        outputs = [f'{{"name":"tool_{i % 97}","arguments":{{"query":"{k[:40]}","limit":{i % 50}}}}}'
+                   for i, k in enumerate(chunk, start)]
+        table = pa.table({"cache_key": chunk, "sample_id": [f"s-{i}" for i in range(start, start + len(chunk))],
+                          "output": outputs, "finish_reason": ["stop"] * len(chunk),
+                          "output_tokens": [len(o) // 4 for o in outputs], "error": [None] * len(chunk),
+                          "backend": ["outlines"] * len(chunk)}, schema=PART_SCHEMA)
+        pq.write_table(table, folder / f"{number:05d}.parquet")
+    return keys
+
+
+def old_store_lookup(folder: Path, keys: list[str]) -> int:
+    """The store before the index (inference/cache.py at 51453ab): every part read on every lookup."""
+    import polars as pl
+
+    from inference.cache import PART_SCHEMA
+
+    wanted = list(set(keys))
+    frames = [pl.read_parquet(p, columns=list(PART_SCHEMA.names)).filter(pl.col("cache_key").is_in(wanted) &
+                                        pl.col("finish_reason").is_in(("stop", "length")))
+              for p in sorted(folder.glob("*.parquet")) if not p.name.startswith(".")]
+    return pl.concat(frames).unique("cache_key", keep="last", maintain_order=True).height
+
+
+def bench_cache(out: Path, repeats: int = 9) -> dict[str, Any]:
+    """Time to look up 512 cached keys against 10k, 100k and 1M cached generations: the indexed store
+    (steady state, first open, first open of an un-indexed cache) beside the old linear read."""
+    from inference.hardware import cpu_info
+
+    cpu = cpu_info()
+    kind = "AVX-512" if "avx512f" in cpu["flags"] else "AVX2-only" if "avx2" in cpu["flags"] else "no AVX2"
+    result: dict[str, Any] = {"processor": f"{cpu['model']} ({kind}), {os.cpu_count()} CPUs",
+                              "keys_per_lookup": LOOKUP_KEYS}
+    for layout, part_rows in CACHE_LAYOUTS.items():
+        result[layout] = {"rows_per_part": part_rows}
+        old_100k: float | None = None
+        for rows in CACHE_SIZES:
+            folder = out / "cache" / f"{layout}-{rows}"
+            keys = synthetic_cache(folder, rows, part_rows)
+            entry = _new_store_figures(folder, keys, random.Random(rows), repeats)
+            if rows <= 100_000 or (old_100k is not None and 10 * old_100k < OLD_STORE_BUDGET_S):
+                old = _old_store_figure(folder, random.Random(rows).sample(keys, LOOKUP_KEYS), 1 if rows > 100_000 else 3)
+                old_100k = old["value"] if rows == 100_000 else old_100k
+                entry["old_store_lookup"] = old
+                entry["old_over_new"] = figure(old["value"] / entry["lookup"]["value"], "x")
+            else:
+                entry["old_store_lookup"] = figure(None, "s", note=f"not measured: 10x its 100k time exceeds "
+                                                                   f"{OLD_STORE_BUDGET_S:.0f} s")
+            result[layout][f"{rows}"] = entry
+            shutil.rmtree(folder)
+    return result
+
+
+def _old_store_figure(folder: Path, wanted: list[str], repeats: int) -> dict[str, Any]:
+    found = old_store_lookup(folder, wanted)
+    if found != len(wanted):
+        raise RuntimeError(f"the old store found {found} of {len(wanted)} keys in {folder}: a bench bug")
+    return figure(median_time(lambda: old_store_lookup(folder, wanted), repeats), "s", repeats=repeats,
+                  note="reads every part: linear in what is cached")
+
+
+def _new_store_figures(folder: Path, keys: list[str], pick: random.Random, repeats: int) -> dict[str, Any]:
+    from inference.cache import INDEX_NAME, GenerationStore
+
+    def timed(store: GenerationStore, wanted: list[str]) -> float:
+        start = time.perf_counter()
+        found = store.lookup(wanted)
+        elapsed = time.perf_counter() - start
+        if len(found) != sum(not k.startswith("absent") for k in wanted):
+            raise RuntimeError(f"the store found {len(found)} of {len(wanted)} keys in {folder}: a lookup bug")
+        return elapsed
+
+    build = timed(GenerationStore(folder / "run-build", folder), pick.sample(keys, LOOKUP_KEYS))
+    opened = GenerationStore(folder / "run-steady", folder)
+    first = timed(opened, pick.sample(keys, LOOKUP_KEYS))
+    steady = statistics.median(timed(opened, pick.sample(keys, LOOKUP_KEYS)) for _ in range(repeats))
+    misses = statistics.median(timed(opened, [f"absent-{pick.random()}" for _ in range(LOOKUP_KEYS)])
+                               for _ in range(repeats))
+    return {"cached": len(keys),
+            "lookup": figure(steady, "s", repeats=repeats, note="512 stored keys, store already open (a turn)"),
+            "lookup_misses": figure(misses, "s", repeats=repeats, note="512 keys never stored"),
+            "first_lookup": figure(first, "s", note="opens the index and lists the folder's parts"),
+            "first_open_unindexed": figure(build, "s", note="a cache made before the index: indexed once"),
+            "parquet_size": figure(_size_mib(folder.glob("*.parquet")), "MiB"),
+            "index_size": figure(_size_mib([folder / INDEX_NAME]), "MiB", note="the rows' second copy, derived")}
+
+
+def _size_mib(paths: Any) -> float:
+    return sum(Path(p).stat().st_size for p in paths) / 2 ** 20
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared/data/petoolbench/user_entries_test.json")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench")
     parser.add_argument("--records", type=int, default=4, help="PEToolBench records per setting, end to end")
     parser.add_argument("--schemas", type=int, default=None, help="distinct schemas to compile (default all)")
-    parser.add_argument("--only", default=ALL, help="comma-separated sections to (re)measure")
+    parser.add_argument("--only", default=ALL, help=f"comma-separated sections to (re)measure, of {ALL}")
     args = parser.parse_args(argv)
-    prepare_embedded_model()
+    if set(args.only.split(",")) - {"cache"}:  # the cache section needs no model
+        prepare_embedded_model()
     args.out.mkdir(parents=True, exist_ok=True)
     path = REPO / "bench.json"
     # --only re-measures some sections and keeps the others from the last full run
@@ -269,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     sections = {"prompts": lambda: bench_prompts(args.data, 3), "overhead": lambda: bench_overhead(args.out),
                 "end_to_end": lambda: bench_end_to_end(args.data, args.out, args.records),
                 "grammar": lambda: bench_grammar(args.data, args.schemas),
-                "dtype": lambda: bench_dtype(args.out)}
+                "dtype": lambda: bench_dtype(args.out), "cache": lambda: bench_cache(args.out)}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}
@@ -313,7 +429,7 @@ def format_report(report: dict[str, Any]) -> str:
         elif isinstance(node, (int, float, str)):
             lines.append(f"| {prefix} | {node} |")
 
-    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype"):
+    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache"):
         if section in report:
             walk(section, report[section])
     return "\n".join(lines)
