@@ -230,7 +230,7 @@ def _second_job(backend: str, compile_one: Callable[[str], Any], compiled: dict[
 def bench_prompts(data: Path, repeats: int) -> dict[str, Any]:
     """3000 PEToolBench samples -> rendered prompts, token counts and schemas."""
     from inference.benchmarks.petoolbench import load_petoolbench
-    from inference.pipeline import load_tokenizer
+    from inference.generation import load_tokenizer
     from inference.prompts import PromptSettings, attach_schemas, render_prompts
 
     tokenizer = load_tokenizer(str(embedded_model_dir()))
