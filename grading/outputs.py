@@ -22,20 +22,24 @@ from grading.slices import slice_table
 
 
 def write_graded(table: pl.DataFrame, run_dir: Path, meta: dict[str, Any], metrics_meta: Optional[dict[str, Any]] = None,
-                 facts: Optional[dict[str, Any]] = None,
-                 progress: Optional[Callable[..., Any]] = None) -> tuple[pl.DataFrame, pl.DataFrame, Scorer]:
+                 facts: Optional[dict[str, Any]] = None, progress: Optional[Callable[..., Any]] = None,
+                 written: Callable[[str], None] = lambda name: None) -> tuple[pl.DataFrame, pl.DataFrame, Scorer]:
     """Grade `table`, write every report into `run_dir`; returns (graded, metrics, scorer).
 
     `meta` goes into samples.parquet's key-value metadata, `metrics_meta` (default `meta`) into
-    the other tables'; `facts` stands in for run.json in report.html (a run writes run.json last)."""
+    the other tables'; `facts` stands in for run.json in report.html (a run writes run.json last).
+    `written(file name)` is called after each file (a run marks its progress with it)."""
     graded = grade(table, progress=progress)
     scorer = scorer_of(graded)
     metrics = summarize(graded)
     others = metrics_meta if metrics_meta is not None else meta
     write_samples(graded, run_dir, meta)
+    written("samples.parquet")
     write_metrics(metrics, scorer, run_dir, others)
+    written("metrics.parquet")
     slices = slice_table(graded)
     write_slices(slices, scorer, run_dir, others)
     write_markdown(metrics, scorer, run_dir, slices)
     write_run_report(run_dir, facts)
+    written("report.html")
     return graded, metrics, scorer

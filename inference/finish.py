@@ -41,7 +41,8 @@ def finish_run(table: pl.DataFrame, cfg: ToolsweepConfig, run_dir: Path, resolve
     facts = run_facts(cfg, resolved, table, timer, solved)
     meta = {"toolsweep_run": {k: facts.get(k) for k in _META_KEYS}}
     with timer.phase("grade"):
-        graded, metrics, scorer = write_graded(table, run_dir, meta, facts=facts, progress=console.progress)
+        graded, metrics, scorer = write_graded(table, run_dir, meta, facts=facts, progress=console.progress,
+                                               written=lambda name: marker(f"wrote {name}", shown=False))
     facts["scorer"] = scorer.name
     facts["wall_s"] = {**timer.phases, "total": timer.total()}
     _print_summary(facts, format_table(metrics, scorer), run_dir)
