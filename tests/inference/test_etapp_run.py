@@ -72,6 +72,9 @@ def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts
     assert sample["output"] == "Mild and dry in San Francisco today." and sample["clean"] is True
     assert sample["judge_listed_tools_called"] == 1.0
     assert "tool_given/fc" in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    # judging switched off: nothing was sent to the judge, so nothing failed there either
+    assert pl.read_parquet(tmp_path / "run" / "metrics.parquet")["judge_failed"].null_count() == 4
+    assert "judge_failed" not in done.stdout and "judge" not in json.loads((tmp_path / "run" / "run.json").read_text())["roles"]
 
 
 def test_react_error_paths_nudges_and_the_turn_cap(tmp_path, etapp_data):

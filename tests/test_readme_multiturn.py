@@ -1,0 +1,92 @@
+"""The README's multi-turn worked example (toybench: an agent with a tool over several turns, then
+a judge role), extracted into tmp_path and run as written with a scripted agent and a scripted
+judge: no model, and no file of the project written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import REPO
+from tests.test_readme_example import readme_part, run_bash, write_files
+
+SUBSECTION = "### A multi-turn benchmark with a tool and a judge"
+FILES = {"data/toybench/test.jsonl", "toybench/benchmark.py", "toybench/agent.py", "toybench/judge.py",
+         "toybench/scorer.py", "conf/dataset/toybench.yaml", "agent.jsonl", "judge.jsonl"}
+RUN = Path("runs") / "toybench-script"
+# Paths whose contents no run writes or that change on their own (bytecode, the test runner's cache).
+_UNWATCHED = {".git", ".venv", "__pycache__", ".pytest_cache"}
+
+
+def project_files() -> dict[str, int]:
+    """Every file of the repository tree (ignored ones too: outputs/ is ignored), by mtime."""
+    found = {}
+    for folder, dirs, names in os.walk(REPO):
+        dirs[:] = [d for d in dirs if d not in _UNWATCHED]
+        for name in names:
+            path = Path(folder) / name
+            found[str(path.relative_to(REPO))] = path.lstat().st_mtime_ns
+    return found
+
+
+@pytest.fixture
+def example(tmp_path) -> tuple[str, Path, dict[str, str]]:
+    """The subsection, the folder its files were written to, and the environment to run it in."""
+    section = readme_part(SUBSECTION)
+    assert set(write_files(section, tmp_path)) == FILES
+    # a cache of its own: nothing is read from or written to the user's toolsweep cache
+    return section, tmp_path, {"TOOLSWEEP_CACHE": str(tmp_path / "cache")}
+
+
+def test_readme_multiturn_example_runs_its_agent_and_judge_and_touches_no_project_file(example):
+    section, root, env = example
+    before = project_files()
+    done = run_bash(section, root, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    changed = {p for p, t in project_files().items() if before.get(p) != t} | (before.keys() - project_files().keys())
+    assert not changed, f"the example wrote into the repository: {sorted(changed)}"
+    # the pooled line the README says the run prints
+    printed = re.search(r"`(\| all \| judge \|[^`]+\|)`", section)[1]
+    assert printed in done.stdout, done.stdout
+
+    samples = pl.read_parquet(root / RUN / "samples.parquet").sort("sample_id")
+    got = samples.select("sample_id", "output", "failure", "turns", "tool_calls", "tool_errors", "judge_score",
+                         "judge_points").rows()
+    assert got == [
+        ("test-1", "2 apples and a pear cost 1.30 EUR.", None, 3, 2, 0, 2, 2.0),  # two lookups, then the answer
+        ("test-2", "About 1 EUR.", None, 3, 2, 1, 1, 1.0),  # a fruit it lacks: a tool error the agent read
+        ("test-3", None, "turn_cap", 3, 3, 0, 0, 0.0),  # still calling at the cap: a row, scored 0 unasked
+        ("test-4", "0.50 EUR", "judge_unreadable", 1, 0, 0, None, None),  # the judge gave no score
+    ]
+    assert samples["scorer"].unique().to_list() == ["toybench.scorer"]
+    assert "Looks fine." in samples.filter(sample_id="test-4")["error"][0]
+    transcript = json.loads(samples.filter(sample_id="test-2")["transcript"][0])
+    assert [m["role"] for m in transcript] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert transcript[3]["content"].startswith("error: no fruit 'plums'") and transcript[5]["content"] == "0.30 EUR"
+
+    metrics = pl.read_parquet(root / RUN / "metrics.parquet")
+    pooled = metrics.filter(setting="all").to_dicts()[0]
+    assert pooled["score"] == 1.0 and pooled["turn_cap"] == 0.25 and pooled["mean_turns"] == 2.5
+    assert pooled["tool_error_rate"] == pytest.approx(1 / 7) and pooled["n_failed"] == 2
+    assert "gold_schema_coverage" not in metrics.columns  # the scorer declared its count columns
+    facts = json.loads((root / RUN / "run.json").read_text(encoding="utf-8"))
+    assert facts["roles"]["judge"]["engine"] == "script" and facts["engine"] == "script"
+
+
+def test_readme_multiturn_example_with_its_judge_off_leaves_the_scores_empty(example):
+    section, root, env = example
+    bash = section.replace("hydra.run.dir=runs/toybench-script", "hydra.run.dir=runs/toybench-script roles.judge.enabled=false")
+    assert bash != section
+    done = run_bash(bash, root, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    samples = pl.read_parquet(root / RUN / "samples.parquet").sort("sample_id")
+    assert samples["judge_score"].null_count() == samples.height  # skip: the judge's column, empty
+    assert samples["failure"].to_list() == [None, None, "turn_cap", None]  # no judge failures either
+    pooled = pl.read_parquet(root / RUN / "metrics.parquet").filter(setting="all").to_dicts()[0]
+    assert pooled["score"] is None and pooled["turn_cap"] == 0.25
+    assert json.loads((root / RUN / "steps" / "1.json").read_text(encoding="utf-8")) == {"skipped": True}
