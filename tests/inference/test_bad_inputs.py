@@ -95,15 +95,16 @@ def test_bad_input_gets_one_clear_message(tmp_path, case):
     assert expected in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("override,expected", [
-    ("decoding.constrant=none", "Key 'constrant' not in 'DecodingConfig'"),
-    ("dataset.limit=ten", "Value 'ten' of type 'str' could not be converted to Integer"),
-], ids=["typo", "wrong_type"])
-def test_config_typos_fail_at_composition(tmp_path, override, expected):
+@pytest.mark.parametrize("override,expected,code", [
+    ("decoding.constrant=none", "Key 'constrant' not in 'DecodingConfig'", 1),
+    ("dataset.limit=ten", "toolsweep: error: dataset: Value 'ten' of type 'str' could not be converted to Integer", 2),
+], ids=["typo_at_composition", "wrong_type_when_the_benchmark_types_its_options"])
+def test_config_typos_fail_before_anything_loads(tmp_path, override, expected, code):
     done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run", override],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1
+    assert done.returncode == code
     assert expected in done.stderr and "Traceback" not in done.stderr
+    assert "loading model" not in done.stderr
 
 
 def test_offline_with_network_namespace(tmp_path):
