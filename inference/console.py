@@ -15,7 +15,7 @@ from typing import Any, Iterable
 # root logger, whose handlers Hydra set up (console + run.log).
 os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 
-_STATE = {"quiet": False}
+_STATE: dict[str, Any] = {"quiet": False}
 
 
 def setup(verbose: bool, quiet: bool) -> None:
@@ -68,10 +68,18 @@ def bar_factory(names: dict[str, str]):
 
     def make(*args: Any, **kwargs: Any) -> Any:
         label = names.get(kwargs.get("desc", ""))
-        kwargs.update(desc=label, file=sys.stderr, disable=_STATE["quiet"] or label is None, mininterval=1.0,
-                      dynamic_ncols=True)
+        hidden = _STATE["quiet"] or label is None
+        # A hidden bar still runs, into /dev/null: vLLM divides by a bar's elapsed time, which a
+        # disabled tqdm reports as 0 (every batch then failed and was retried one by one).
+        kwargs.update(desc=label, file=_devnull() if hidden else sys.stderr, mininterval=1.0, dynamic_ncols=True)
         return tqdm(*args, **kwargs)
     return make
+
+
+def _devnull() -> Any:
+    if "devnull" not in _STATE:
+        _STATE["devnull"] = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - kept for the process
+    return _STATE["devnull"]
 
 
 def quiet() -> bool:
