@@ -6,12 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-import polars as pl
-import pytest
-
 from inference.models import prepare_tiny_model
-from tests.conftest import tiny_args
-from tests.inference.test_end_to_end import run_toolsweep
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -32,13 +27,3 @@ def test_it_keeps_the_embedded_tokenizer_and_context(tiny_model, embedded_model)
     assert (tiny["vocab_size"], tiny["max_position_embeddings"]) == (embedded["vocab_size"], embedded["max_position_embeddings"])
     assert tiny["num_hidden_layers"] == 2 and (tiny_model / "model.safetensors").stat().st_size < 40 * 2**20
 
-
-@pytest.mark.vllm
-def test_quiet_runs_batch_as_the_bars_do(tmp_path, tiny_model, scratch_env):
-    """quiet=true hides vLLM's bar without disabling it: vLLM divides by a bar's elapsed time, and a
-    disabled bar's is 0, which failed every batch into one-request-at-a-time retries."""
-    done = run_toolsweep(tmp_path / "run", [*tiny_args(tiny_model), "quiet=true", "dataset.limit=2",
-                                            "decoding.constraint=none", "engine.cache=false"], env=scratch_env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "batch failed" not in done.stderr and "\r" not in done.stderr, done.stderr[-2000:]  # no bar drawn
-    assert pl.read_parquet(tmp_path / "run" / "samples.parquet")["output"].null_count() == 0
