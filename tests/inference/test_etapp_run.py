@@ -301,3 +301,20 @@ def test_options_etapp_does_not_read_are_errors_not_ignored(tmp_path, etapp_data
                      [{"sample_id": "tool_given/fc/James_Harrington-1", "turn": 1, "answer": "x"}])
     assert done.returncode == 2 and expected in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "run" / "samples.parquet").exists()
+
+
+def test_max_error_rate_applies_to_etapp(tmp_path, etapp_data, tiny_model):
+    """Episodes whose prompt cannot fit the context are errors of the run: past max_error_rate the
+    run fails (exit 2, outputs still written); with a looser budget the same run completes. The
+    prompt never fits here, so no model loads: only the tokenizer renders it."""
+    args = [*one_case("James_Harrington", 1), f"model.path={tiny_model}", "model.embedded=false",
+            "model.max_model_len=512"]
+    failed = toolsweep(tmp_path / "run", etapp_data, args)
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    assert "1 of 1 samples errored (100.0% > max_error_rate 10.0%): too_long: 1" in failed.stderr
+    assert "loading model" not in failed.stderr
+    sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
+    assert (sample["end_reason"], sample["failure"]) == ("too_long", "too_long")
+    assert json.loads((tmp_path / "run" / "state.json").read_text())["status"] == "failed"
+    done = toolsweep(tmp_path / "run", etapp_data, [*args, "max_error_rate=1"])
+    assert done.returncode == 0, done.stderr[-2000:]
