@@ -195,18 +195,16 @@ def _fc(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) ->
 
 def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) -> None:
     step = text.parse_react(output)
-    if not step.action:
-        episode.add({"role": "assistant", "content": output, "tool_calls": []}, **usage)
-        _nudge(episode, output, text.NUDGE_NO_ACTION)
-        return
-    if step.action.lower() == "finish":
-        answer = step.answer if step.answer is not None else step.action_input
-        episode.add({"role": "assistant", "content": step.thought,
-                     "tool_calls": [{"name": "finish", "arguments": answer}]}, **usage)
-        episode.answer, episode.end_reason = answer, FINISH
-        return
+    # Upstream records every step as its parser read it: the thought, and one call (name "" when
+    # no action was read), so the judge never reads a step without an action as a reply.
     episode.add({"role": "assistant", "content": step.thought,
                  "tool_calls": [{"name": step.action, "arguments": step.action_input}]}, **usage)
+    if not step.action:
+        _nudge(episode, output, text.NUDGE_NO_ACTION)
+        return
+    if step.finishes:
+        episode.answer, episode.end_reason = step.action_input, FINISH
+        return
     if _over_call_limits(episode, 1, limits) or _at_cap(episode, limits):
         return
     arguments = text.parse_arguments(step.action_input)

@@ -232,29 +232,40 @@ def strip_think(text: str) -> str:
     return text.rsplit("</think>", 1)[1] if "</think>" in text else text
 
 
-def _thought(text: str, end: int) -> str:
+def _final_thought(text: str, end: int) -> str:
+    # upstream: `Thought:(.*)Final Answer:` -- from the first "Thought:" to the last final answer, or ""
     start = text.find("Thought:")
-    start = 0 if start < 0 or start > end else start + len("Thought:")
-    return text[start:end].strip()
+    return text[start + len("Thought:"):end].strip() if 0 <= start < end else ""
+
+
+def _step_thought(text: str, action_at: int) -> str:
+    # upstream: `(?:Thought:(.*?))?(.*?)(?=Action:)` from the text's start: what follows a leading
+    # "Thought:", else everything before the first "Action:"; no "Action:" at all: ""
+    if action_at < 0:
+        return ""
+    head = text[:action_at]
+    return (head[len("Thought:"):] if head.startswith("Thought:") else head).strip()
 
 
 def parse_react(text: str) -> Step:
-    """One ReAct step per spec 2.3 rules 1-2 (upstream's string slicing, quirks kept)."""
-    text = strip_think(text)
+    """One ReAct step as upstream's parser reads it (spec 2.3 rules 1-2 with correction 12):
+    an action needs both `Action:` and a later `Action Input:`, else it is "" (the no-action
+    reminder); the input is everything after the first `Action Input:` ("" stays "", so reading it
+    fails into the format reminder), `{}` only where no `Action Input:` is written at all."""
+    thought_free = strip_think(text)
+    # upstream strips the text once it removed reasoning (its reasoning mode), not otherwise
+    text = thought_free.strip() if thought_free != text else text
     if "Final Answer:" in text:
         end = text.rfind("Final Answer:")
         answer = text[end + len("Final Answer:"):].strip()
-        return Step(_thought(text, end), "finish", answer, answer)
-    start = text.find("Action:")
-    if start < 0:
-        return Step(_thought(text, len(text)), "", "{}", None)
-    rest = text[start + len("Action:"):]
-    split = rest.find("Action Input:")
-    if split < 0:  # no input: the action is the rest of its line, arguments default to {}
-        return Step(_thought(text, start), rest.split("\n", 1)[0].strip(), "{}", None)
+        return Step(_final_thought(text, end), "finish", answer, answer)
+    action_at = text.find("Action:")
+    input_at = text.find("Action Input:")
     # Everything after "Action Input:", so a model that invents its own Observation fails to parse.
-    action_input = rest[split + len("Action Input:"):].replace("\n ", "").strip()
-    return Step(_thought(text, start), rest[:split].strip(), action_input or "{}", None)
+    action_input = text[input_at + len("Action Input:"):].replace("\n ", "").strip() if input_at >= 0 else "{}"
+    closes = text.find("Action Input:", action_at) if action_at >= 0 else -1
+    action = text[action_at + len("Action:"):closes].strip() if closes >= 0 else ""
+    return Step(_step_thought(text, action_at), action, action_input, None)
 
 
 def parse_arguments(text: str) -> dict | None:

@@ -1,7 +1,8 @@
 """A scripted agent for ETAPP: the agent's turns read from a file, no model (engine=script).
 
 Rows (JSONL): `{"sample_id", "turn", "calls": [{"name", "arguments"}]}`, `{"sample_id", "turn",
-"answer"}` or `{"sample_id", "turn", "output"}` (the exact text, e.g. to test a format error).
+"answer"}` or `{"sample_id", "turn", "text"}` (the raw model output for that turn, read exactly as a
+model's would be: every parsing rule is testable without a model; `output` is its older name).
 Requests carry `"{sample_id}@{turn}"`; the method (the middle part of an ETAPP sample id,
 `tool_given/react/John_Doe-1`) decides how calls and answers are written: Hermes `<tool_call>`
 blocks for fc, a Thought / Action / Action Input step for react and e_react. A turn with no row
@@ -74,8 +75,9 @@ def method_of(sample_id: str) -> str:
 
 def write_turn(row: dict[str, Any], method: str) -> str:
     """The text a model of `method` would have written for a scripted row."""
-    if "output" in row:
-        return row["output"]
+    for key in ("text", "output"):  # the model's raw text for the turn, read as a model's would be
+        if key in row:
+            return row[key]
     if "calls" in row:
         if method == "fc":
             return "\n".join(f"<tool_call>\n{repr({'name': c['name'], 'arguments': c.get('arguments', {})})}\n"
@@ -115,8 +117,8 @@ def read_script(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
 def _row_problem(row: Any) -> str | None:
     if not isinstance(row, dict) or not isinstance(row.get("sample_id"), str) or not isinstance(row.get("turn"), int):
         return "needs a string sample_id and an integer turn"
-    if sum(k in row for k in ("calls", "answer", "output")) != 1:
-        return "needs exactly one of calls, answer, output"
+    if sum(k in row for k in ("calls", "answer", "text", "output")) != 1:
+        return "needs exactly one of calls, answer, text (a raw model output; `output` is its older name)"
     if "calls" in row and not (isinstance(row["calls"], list) and row["calls"]
                                and all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in row["calls"])):
         return "calls must be a non-empty list of {name, arguments}"
