@@ -70,12 +70,20 @@ def test_parse_arguments(text, expected):
 
 # --- parse_fc_calls ------------------------------------------------------------------------------
 
-def test_parse_fc_calls_reads_every_block_with_or_without_newlines():
+def test_parse_fc_calls_reads_a_block_only_with_its_newlines_as_upstream():
+    """Upstream's pattern is `<tool_call>\\n(.*?)\\n</tool_call>`: a block written without the
+    newlines is not a call, and stays in the text."""
     text = ('Checking both.\n<tool_call>\n{"name": "get_today_weather", "arguments": {"location": "Boston"}}\n'
             '</tool_call>\n<tool_call>{"name": "view_today_alarms", "arguments": {}}</tool_call>')
-    assert at.parse_fc_calls(text) == [{"name": "get_today_weather", "arguments": {"location": "Boston"}},
-                                       {"name": "view_today_alarms", "arguments": {}}]
-    assert at.fc_text_before_calls(text) == "Checking both."
+    assert at.parse_fc_calls(text) == [{"name": "get_today_weather", "arguments": {"location": "Boston"}}]
+    assert at.fc_text_before_calls(text) == 'Checking both.\n\n<tool_call>{"name": "view_today_alarms", "arguments": {}}</tool_call>'
+
+
+@pytest.mark.parametrize("arguments,runs_with", [
+    ({"x": 1}, {"x": 1}), ("{'x': 1}", {"x": 1}), ("soon", None), ("[1]", None),
+], ids=["dict", "string-holding-a-dict-runs", "string-that-is-no-literal", "string-holding-a-list"])
+def test_call_arguments_evaluate_str_of_the_arguments_as_upstream(arguments, runs_with):
+    assert at.call_arguments(arguments) == runs_with
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -84,7 +92,8 @@ def test_parse_fc_calls_reads_every_block_with_or_without_newlines():
     pytest.param('<tool_call>\n{"name": "a", "arguments": {"on": true}}\n</tool_call>', None,
                  id="json-true-fails-as-upstream"),
     pytest.param('<tool_call>\n{"name": "a", "arguments": {"x": null}}\n</tool_call>', None, id="json-null-fails"),
-    pytest.param('<tool_call>\n{"name": "a", "arguments": "{}"}\n</tool_call>', None, id="string-arguments"),
+    pytest.param('<tool_call>\n{"name": "a", "arguments": "{}"}\n</tool_call>', [{"name": "a", "arguments": "{}"}],
+                 id="string-arguments-kept-as-written"),
     pytest.param('<tool_call>\n{"name": "a"}\n</tool_call>', None, id="missing-arguments"),
     pytest.param('<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n<tool_call>\nnot python\n</tool_call>',
                  None, id="one-bad-block-fails-all"),

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.shared_data
 ALARMS = "view_today_alarms"
 WEATHER = "get_today_weather"
 # (method, raw text, upstream's outcome, reason). Outcomes: ("run", tool, arguments as recorded),
-# ("remind", the reminder sent), ("finish", the answer).
+# ("remind", the reminder sent as a user turn), ("reply", a tool-role message instead of running
+# the call), ("finish", the answer).
 TEXTS = [
     ("react", f"Thought: t\nAction: {ALARMS}\nAction Input: {{}}", ("run", ALARMS, "{}"),
      "a well-formed step runs its tool"),
@@ -62,6 +63,13 @@ TEXTS = [
     ("fc", f"<tool_call>\n{{'name': '{ALARMS}', 'arguments': {{}}}}\n</tool_call>\n<tool_call>\n"
      f"{{'name': '{WEATHER}', 'arguments': {{'location': 'San Francisco'}}}}\n</tool_call>", ("run", ALARMS, "{}"),
      "several blocks run in order (the first checked here)"),
+    ("fc", f"<tool_call>\n{{'name': '{ALARMS}', 'arguments': \"{{}}\"}}\n</tool_call>", ("run", ALARMS, "{}"),
+     "arguments as a string holding a dict run: upstream evaluates str(arguments)"),
+    ("fc", f"<tool_call>\n{{'name': '{ALARMS}', 'arguments': 'soon'}}\n</tool_call>", ("reply", at.FC_BAD_ARGUMENTS),
+     "arguments that evaluate to no dict: that call is answered with the format message"),
+    ("fc", f"<tool_call>{{'name': '{ALARMS}', 'arguments': {{}}}}</tool_call>",
+     ("finish", f"<tool_call>{{'name': '{ALARMS}', 'arguments': {{}}}}</tool_call>"),
+     "a block without its newlines is no block upstream: the text is the answer"),
 ]
 
 
@@ -91,9 +99,10 @@ def test_a_raw_text_is_read_as_upstream_reads_it(run, number):
     assert step["role"] == "assistant" and step["turn"] == 1
     if outcome[0] == "run":
         assert after["role"] == "tool" and (after["tool_name"], after["arguments"]) == outcome[1:], after
-    elif outcome[0] == "remind":
-        assert after["role"] == "user" and after["content"] == outcome[1], after
-        assert not any(r["role"] == "tool" for r in rows), "nothing ran"
+    elif outcome[0] in ("remind", "reply"):
+        assert after["role"] == ("user" if outcome[0] == "remind" else "tool"), after
+        assert after["content"] == outcome[1] and after["tool_name"] is None, after
+        assert not any(r["tool_name"] for r in rows), "nothing ran"
     else:
         assert after is None, "the case ended at its first turn"
         assert json.loads(step["tool_calls"])[0] == {"name": json.loads(step["tool_calls"])[0]["name"],

@@ -183,14 +183,19 @@ def _fc(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) ->
                     **usage)
         episode.answer, episode.end_reason = answer, FINISH
         return
-    recorded = [{"name": c["name"], "arguments": repr(c["arguments"])} for c in calls]
+    recorded = [{"name": c["name"], "arguments": text.shown_arguments(c["arguments"])} for c in calls]
     episode.add({"role": "assistant", "content": text.fc_text_before_calls(output), "tool_calls": recorded},
                 **usage)
     episode.chat.append({"role": "assistant", "content": output})
     if _over_call_limits(episode, len(calls), limits) or _at_cap(episode, limits):
         return
     for call in calls:
-        _execute(episode, call["name"], call["arguments"], repr(call["arguments"]), chat_role="tool")
+        arguments = text.call_arguments(call["arguments"])
+        if arguments is None:  # this call is answered with the format message; the others run
+            episode.add({"role": "tool", "content": text.FC_BAD_ARGUMENTS})
+            episode.chat.append({"role": "tool", "content": text.FC_BAD_ARGUMENTS})
+            continue
+        _execute(episode, call["name"], arguments, text.shown_arguments(call["arguments"]), chat_role="tool")
 
 
 def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) -> None:

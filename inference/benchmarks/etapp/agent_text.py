@@ -129,6 +129,8 @@ NUDGE_BAD_INPUT_EREACT = ("Your output does not follow the required format; plea
                           + _DESIRED)
 NUDGE_BAD_INPUT_REACT = NUDGE_BAD_INPUT_EREACT + "\nCall exactly one tool in each response."
 NUDGE_FC_FORMAT = "The tool call is malformed; please generate it again."
+FC_BAD_ARGUMENTS = "These arguments are not in the required format; please correct them to match it.\n\n"
+"""The tool-role answer to one FC call whose arguments do not evaluate to a dict (upstream's rule)."""
 
 
 def _check(method: str, setting: str) -> None:
@@ -282,24 +284,44 @@ def parse_arguments(text: str) -> dict | None:
     return {key: None if item == "null" else item for key, item in value.items()}
 
 
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+# upstream's Qwen-family reader: a block is exactly "<tool_call>\n...\n</tool_call>"
+_TOOL_CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
 
 
 def parse_fc_calls(text: str) -> list[dict] | None:
-    """Hermes-family calls: [] when the text has no complete block (a final answer), None when any
-    block is not a Python literal `{"name": str, "arguments": dict}`. JSON true/false/null fail,
-    as on upstream's open-model FC path; an unclosed `<tool_call>` reads as no call, as upstream."""
+    """Hermes-family calls as upstream's open-model FC path reads them: [] when the text has no
+    complete block (a final answer), None when any block is not a Python literal dict with a
+    string `name` and an `arguments` entry (JSON true/false/null fail; an unclosed `<tool_call>`
+    reads as no call). `arguments` is kept as written: upstream evaluates `str(arguments)` per
+    call, so a string holding a dict runs too (`call_arguments`)."""
     calls = []
     for payload in _TOOL_CALL.findall(strip_think(text)):
         try:
             value = ast.literal_eval(payload)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
-        if not (isinstance(value, dict) and isinstance(value.get("name"), str)
-                and isinstance(value.get("arguments"), dict)):
+        if not (isinstance(value, dict) and isinstance(value.get("name"), str) and "arguments" in value):
             return None
         calls.append({"name": value["name"], "arguments": value["arguments"]})
     return calls
+
+
+def shown_arguments(arguments: Any) -> str:
+    """A call's arguments as upstream records them: `str(arguments)` (a dict's repr, a string as is)."""
+    return str(arguments)
+
+
+def call_arguments(arguments: Any) -> dict | None:
+    """The dict a call runs with: its arguments, or the Python literal a string of them holds;
+    None when upstream's evaluation of `str(arguments)` gives no dict (that call is answered with
+    the format message and the others still run)."""
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = ast.literal_eval(str(arguments))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def fc_text_before_calls(text: str) -> str:
