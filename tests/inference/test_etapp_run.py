@@ -314,7 +314,28 @@ def test_max_error_rate_applies_to_etapp(tmp_path, etapp_data, tiny_model):
     assert "1 of 1 samples errored (100.0% > max_error_rate 10.0%): too_long: 1" in failed.stderr
     assert "loading model" not in failed.stderr
     sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
-    assert (sample["end_reason"], sample["failure"]) == ("too_long", "too_long")
+    assert (sample["end_reason"], sample["failure"], sample["turns"]) == ("too_long", "too_long", 0), \
+        "no model call was made, so no turn is counted"
     assert json.loads((tmp_path / "run" / "state.json").read_text())["status"] == "failed"
     done = toolsweep(tmp_path / "run", etapp_data, [*args, "max_error_rate=1"])
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("method, text, answer", [
+    ("fc", "All done.", "All done."),
+    ("react", "Thought: ok\nFinal Answer: All done.", "All done."),
+    ("react", "Thought: nothing to call", None),
+], ids=["fc_final_answer", "react_final_answer", "react_no_action_gets_no_reminder"])
+def test_the_last_turn_ends_with_upstreams_turn_cap_abort(tmp_path, etapp_data, method, text, answer):
+    """Upstream checks the turn cap after reading the last turn: a final answer there is followed by
+    its abort (the case ends at the cap, the answer kept), and a ReAct step without an action gets
+    no reminder, only the abort."""
+    sid = f"tool_given/{method}/James_Harrington-1"
+    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("James_Harrington", 1, method), "dataset.max_turns=1"],
+                     [{"sample_id": sid, "turn": 1, "text": text}])
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = messages(tmp_path / "run")
+    assert [r["role"] for r in rows][-2:] == ["assistant", "assistant"]
+    assert rows[-1]["content"] == "Cannot solve this task due to trying too many times."
+    sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
+    assert (sample["end_reason"], sample["output"], sample["turns"]) == ("turn_cap", answer, 1)

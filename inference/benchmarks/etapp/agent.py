@@ -128,6 +128,7 @@ def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar)
     """The episode's next request, or None after ending it because its prompt no longer fits."""
     rendered = render(episode.chat, episode.tools)
     if len(rendered.token_ids) + limits.max_new_tokens > limits.max_model_len:
+        episode.turn = max(episode.turn - 1, 0)  # this turn made no model call: `turns` counts calls
         episode.end(TOO_LONG, text.ABORT_TOKENS)
         return None
     planning = episode.method == "e_react" and not episode.planned
@@ -181,7 +182,7 @@ def _fc(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) ->
         answer = output.strip()
         episode.add({"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": answer}]},
                     **usage)
-        episode.answer, episode.end_reason = answer, FINISH
+        _finish(episode, answer, limits)
         return
     recorded = [{"name": c["name"], "arguments": text.shown_arguments(c["arguments"])} for c in calls]
     episode.add({"role": "assistant", "content": text.fc_text_before_calls(output), "tool_calls": recorded},
@@ -204,13 +205,15 @@ def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits)
     # no action was read), so the judge never reads a step without an action as a reply.
     episode.add({"role": "assistant", "content": step.thought,
                  "tool_calls": [{"name": step.action, "arguments": step.action_input}]}, **usage)
+    if step.finishes:
+        _finish(episode, step.action_input, limits)
+        return
+    if _at_cap(episode, limits):  # upstream's last ReAct turn: the step is recorded, nothing else
+        return
     if not step.action:
         _nudge(episode, output, text.NUDGE_NO_ACTION)
         return
-    if step.finishes:
-        episode.answer, episode.end_reason = step.action_input, FINISH
-        return
-    if _over_call_limits(episode, 1, limits) or _at_cap(episode, limits):
+    if _over_call_limits(episode, 1, limits):
         return
     arguments = text.parse_arguments(step.action_input)
     if arguments is None:
@@ -220,6 +223,16 @@ def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits)
         return
     episode.chat.append({"role": "assistant", "content": output})
     _execute(episode, step.action, arguments, step.action_input, chat_role="user")
+
+
+def _finish(episode: Episode, answer: str, limits: Limits) -> None:
+    """A final answer ends the case; on the last turn upstream still appends its turn-cap abort
+    (its loop checks the cap after reading the answer), so the case ends at the cap."""
+    episode.answer = answer
+    if episode.turn >= limits.max_turns:
+        episode.end(TURN_CAP, text.ABORT_TURNS)
+    else:
+        episode.end_reason = FINISH
 
 
 def _over_call_limits(episode: Episode, count: int, limits: Limits) -> bool:
