@@ -202,3 +202,13 @@ def test_help_says_what_toolsweep_is_and_lists_the_groups_a_user_chooses_from():
     assert done.stdout.startswith("toolsweep: batch evaluation of (personalized) tool-calling LLMs")
     assert "  engine: openai, replay, script, transformers, vllm\n" in done.stdout
     assert "_schema" not in done.stdout and "powered by Hydra" not in done.stdout
+
+
+def test_a_benchmark_yaml_sets_its_authors_protocol_and_the_command_line_still_wins():
+    """ETAPP's YAML (after decoding in the root defaults) makes the agent decode freely with 1024
+    tokens per call, as upstream; an override on the command line wins over it."""
+    etapp = [f"dataset.path={SHARED_DATA / 'etapp'}", "dataset=etapp"]
+    cfg = _compose(etapp)
+    assert (cfg.decoding.constraint, cfg.decoding.max_new_tokens) == ("none", 1024)
+    assert _compose([*etapp, "decoding.constraint=xgrammar"]).decoding.constraint == "xgrammar"
+    assert _compose([]).decoding.constraint == "outlines", "the single-call default is unchanged"
