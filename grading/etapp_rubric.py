@@ -205,6 +205,12 @@ _INSTRUCTIONS = """\
 - Judge only what the solution shows; do not assume calls or results that are not in it.
 - A tool call answered with error feedback (an unknown tool, missing or malformed arguments, \
 an error message) counts as an invalid call.
+- Format reminders from the system (`user` messages in the solution) are evidence of format \
+errors or of calls that were not needed; weigh them in Procedure.
+- A key point that objectively does not apply to this query may be set aside: say why in its \
+analysis.
+- Judge each dimension only on what concerns it; do not let one dimension's findings lower \
+another's score.
 - Keep every key of the skeleton exactly as written and fill each one; every score is an integer.
 - Reply with the filled skeleton as one fenced block that starts with ```json and ends with ```.
 

@@ -391,3 +391,11 @@ def test_a_corrupt_count_names_the_sample_and_column():
                              .otherwise(pl.col("turns").cast(pl.String)).alias("turns"))
     with pytest.raises(GradingError, match="sample 'tg-0': column 'turns' must hold an integer or null, got 'three'"):
         grade(bad)
+
+
+def test_the_prompt_states_the_three_rules_upstreams_judge_applies():
+    """Spec correction 14: format reminders count against the solution, a key point that does not
+    apply may be set aside, each dimension is judged on its own (our words, upstream's rules)."""
+    prompt = judge_prompt("q", {}, [], "", PERSONAL, PROACTIVE)
+    assert "Format reminders from the system" in prompt and "evidence of format errors" in prompt
+    assert "objectively does not apply" in prompt and "only on what concerns it" in prompt

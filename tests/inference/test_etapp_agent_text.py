@@ -255,3 +255,16 @@ def test_bad_method_setting_and_profile_are_named():
         at.status_for({"x": 1}, "Home", "2024-09-06 07:00:00")
     with pytest.raises(DatasetError, match=r"the concrete profile has no domains \[.music.\]"):
         at.preferences_for_tools(["play_music"], {"email": {}}, {"play_music": "music"})
+
+
+def test_the_judge_takes_preferences_from_every_named_call_run_or_not():
+    """Upstream's judge collects the tools of every assistant call in the record, whether it ran
+    or not; finish and an empty name (a step without an action) name no tool."""
+    from inference.benchmarks.etapp.judge_solver import named_tools
+
+    record = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+              {"role": "assistant", "content": "", "tool_calls": [{"name": "play_music", "arguments": ""}]},
+              {"role": "user", "content": at.NUDGE_BAD_INPUT_REACT},
+              {"role": "assistant", "content": "t", "tool_calls": [{"name": "", "arguments": "{}"}]},
+              {"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": "done"}]}]
+    assert named_tools(record) == ["play_music"]

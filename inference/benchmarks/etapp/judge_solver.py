@@ -64,12 +64,19 @@ def read_messages(trajectories: pl.DataFrame) -> dict[str, list[dict[str, Any]]]
 def build_items(samples: pl.DataFrame, options: EtappOptions, messages: dict[str, list[dict[str, Any]]]) -> list["Item"]:
     """One judge item per sample with a trajectory, in sample order."""
     world = Context.load(Path(options.path).expanduser(), travelplanner_path(options))
-    called = dict(samples.select("sample_id", "called_tools").iter_rows())
     items = []
     for (setting, method, case), sample_id in zip(sample_cases(samples, options), samples["sample_id"]):
         if sample_id in messages:
-            items.append(_item(sample_id, method, case, world, messages[sample_id], json.loads(called[sample_id] or "[]")))
+            record = messages[sample_id]
+            items.append(_item(sample_id, method, case, world, record, named_tools(record)))
     return items
+
+
+def named_tools(record: list[dict[str, Any]]) -> list[str]:
+    """Every tool the agent named in a call, run or not (upstream's judge takes the preference
+    domains of every named call), in order; the finish call and empty names are no tool."""
+    return [c["name"] for m in record for c in (m.get("tool_calls") or [])
+            if isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"] not in ("", "finish")]
 
 
 def _item(sample_id: str, method: str, case: Case, world: Context, record: list[dict[str, Any]],
