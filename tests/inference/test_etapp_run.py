@@ -339,3 +339,23 @@ def test_the_last_turn_ends_with_upstreams_turn_cap_abort(tmp_path, etapp_data, 
     assert rows[-1]["content"] == "Cannot solve this task due to trying too many times."
     sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
     assert (sample["end_reason"], sample["output"], sample["turns"]) == ("turn_cap", answer, 1)
+
+
+def test_the_reasoning_subset_is_the_papers_100_cases(etapp_data):
+    """dataset.subset=reasoning draws two users per instruction as upstream's reasoning run does; the
+    first three users' instructions are the lists upstream's script prints and then fixes."""
+    from inference.benchmarks import get_benchmark
+    from inference.benchmarks.etapp.cases import read_profiles
+    from inference.benchmarks.etapp.options import EtappOptions
+    from types import SimpleNamespace
+
+    from inference.run import load_samples
+
+    options = EtappOptions(name="etapp", path=str(etapp_data), settings=["tool_given"], methods=["fc"],
+                           subset="reasoning")
+    table = load_samples(SimpleNamespace(dataset=options), get_benchmark("etapp"))
+    assert table.height == 100 and table.select("user", "instruction").is_unique().all()
+    assert (table.group_by("instruction").len()["len"] == 2).all()
+    users = list(read_profiles(etapp_data))
+    firsts = [sorted(table.filter(pl.col("user") == u)["instruction"].to_list()) for u in users[:3]]
+    assert firsts == [[6, 8, 12, 13, 14, 17, 24, 43, 47], [5, 26, 33, 37, 44], [1, 25, 46]]

@@ -29,11 +29,25 @@ def _load(path: Path, settings: tuple[str, ...], limit: int | None) -> pl.DataFr
 
 def _select(table: pl.DataFrame, options: EtappOptions) -> pl.DataFrame:
     """The cases of the chosen users, instructions and methods (checked by `_check` before)."""
-    from .cases import case_table, load_cases
+    from .cases import case_table, load_cases, read_profiles
 
+    root = Path(options.path).expanduser()
     settings = table["etapp_setting"].unique(maintain_order=True).to_list()
-    return case_table(load_cases(Path(options.path).expanduser(), options.users, options.instructions), settings,
-                      options.methods)
+    cases = load_cases(root, options.users, options.instructions)
+    if options.subset == "reasoning":
+        chosen = reasoning_cases(list(read_profiles(root)))
+        cases = [c for c in cases if (c.user, c.instruction) in chosen]
+    return case_table(cases, settings, options.methods)
+
+
+def reasoning_cases(users: list[str]) -> set[tuple[str, int]]:
+    """The paper's 100-case subset for reasoning models: for each of the 50 instructions, two of
+    the 16 users (in profiles.json order), drawn as upstream's reasoning run draws them (Python's
+    `random.Random(1).sample(range(16), 2)` per instruction, in instruction order)."""
+    import random
+
+    draw = random.Random(1)
+    return {(users[u], number) for number in range(50) for u in draw.sample(range(16), 2)}
 
 
 def _check(cfg) -> list[str]:

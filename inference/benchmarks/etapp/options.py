@@ -13,6 +13,7 @@ METHODS = tuple(_RECORD_STARTS)
 """Agent methods: fc (the model's own tool calls), react, e_react (a plan, then ReAct); one list,
 the judge's reading of each method's record (grading/etapp_rubric.py) names them."""
 STATES = ("tool", "app", "sequential")
+SUBSETS = ("reasoning",)
 
 
 @dataclass
@@ -23,6 +24,9 @@ class EtappOptions(DatasetConfig):
     """User file stems (e.g. John_Doe); None: all 16, in profiles.json order."""
     instructions: Optional[list[int]] = None
     """Instruction numbers (from 0, in instruction.json order); None: all 50."""
+    subset: Optional[str] = None
+    """reasoning: the paper's 100 cases for reasoning models (two users per instruction, drawn as
+    upstream's reasoning evaluator draws them); None: every selected case."""
     max_turns: int = 20
     """Model calls per case; the last one's output is recorded but not acted on."""
     max_calls_per_response: int = 10
@@ -47,6 +51,8 @@ class EtappOptions(DatasetConfig):
         found = []
         if not self.methods or any(m not in METHODS for m in self.methods):
             found.append(f"dataset.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
+        if self.subset is not None and self.subset not in SUBSETS:
+            found.append(f"dataset.subset must be one of {list(SUBSETS)} or null, got {self.subset!r}")
         if self.state not in STATES:
             found.append(f"dataset.state must be one of {list(STATES)}, got {self.state!r}")
         for key in ("max_turns", "max_calls_per_response", "max_calls_per_case", "max_tokens_per_call",
