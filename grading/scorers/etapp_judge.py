@@ -41,12 +41,14 @@ TOOL_GIVEN = "tool_given"
 DIMENSIONS = ("procedure", "personalization", "proactivity")
 NOT_JUDGED = "not judged"
 """How a judge error begins when the case was never sent to the judge (judging switched off)."""
+JUDGE_TOO_LONG = "too_long"
+"""How a judge error begins when the judge prompt did not fit the judge's context."""
 COUNTS = ("turns", "n_calls", "valid_calls", "tool_errors", "nudges")
 
 FIELDS: dict[str, pl.DataType] = {
     # `_score`: grade columns are `judge_<field>`, and `judge_procedure` etc. are the inputs.
     "procedure_score": pl.Float64, "personalization_score": pl.Float64, "proactivity_score": pl.Float64,
-    "judged": pl.Boolean, "personal_hit": pl.Float64, "proactive_hit": pl.Float64,
+    "judged": pl.Boolean, "judge_too_long": pl.Boolean, "personal_hit": pl.Float64, "proactive_hit": pl.Float64,
     "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64, "turns": pl.Int64,
     "nudges": pl.Int64, "at_turn_cap": pl.Boolean, "listed_tools_called": pl.Float64,
 }
@@ -107,10 +109,12 @@ def judge_fields(row: dict[str, Any]) -> dict[str, Any]:
     finals = {d: _count(row, f"judge_{d}") for d in DIMENSIONS}
     judged = row.get("judge_error") is None and all(v is not None for v in finals.values())
     if not judged:
-        return {**{f"{d}_score": None for d in DIMENSIONS}, "judged": False if was_judged(row, finals) else None,
+        sent = was_judged(row, finals)
+        return {**{f"{d}_score": None for d in DIMENSIONS}, "judged": False if sent else None,
+                "judge_too_long": str(row.get("judge_error") or "").startswith(JUDGE_TOO_LONG) if sent else None,
                 "personal_hit": None, "proactive_hit": None}
     points = _json(row, "judge_keypoints", dict) or {}
-    return {**{f"{d}_score": float(v) for d, v in finals.items()}, "judged": True,
+    return {**{f"{d}_score": float(v) for d, v in finals.items()}, "judged": True, "judge_too_long": False,
             "personal_hit": _hit(points.get("personal")), "proactive_hit": _hit(points.get("proactive"))}
 
 
@@ -157,6 +161,9 @@ SCORER = RowScorer(
              description="judge's Proactivity score, 0-5, judged cases"),
         Metric("judge_failed", ("judged",), _failed_share, SHARE, ci=False, higher_is_better=False,
                description="cases sent to the judge that it could not score (left out of the three scores)"),
+        # Usually the longest trajectories, so the worst: a high share flatters the three scores.
+        mean("judge_too_long", "judge_too_long", higher_is_better=False, ci=False,
+             description="cases sent to the judge whose prompt did not fit its context (part of judge_failed)"),
         mean("personal_keypoints", "personal_hit", higher_is_better=True,
              description="personalization key points: mean score / 2"),
         mean("proactive_keypoints", "proactive_hit", higher_is_better=True,

@@ -399,3 +399,23 @@ def test_the_prompt_states_the_three_rules_upstreams_judge_applies():
     prompt = judge_prompt("q", {}, [], "", PERSONAL, PROACTIVE)
     assert "Format reminders from the system" in prompt and "evidence of format errors" in prompt
     assert "objectively does not apply" in prompt and "only on what concerns it" in prompt
+
+
+def test_judge_too_long_is_its_own_share_of_the_cases_sent_to_the_judge():
+    """A judge prompt that did not fit its context is a judge failure and is counted apart: those
+    are usually the longest, worst trajectories, left out of the three scores."""
+    from grading.grades import grade
+    from grading.metrics import summarize
+    from tests.grading.conftest import etapp_case, etapp_table
+
+    counts, tools = (2, 1, 1, 0, 0), ["get_today_weather"]
+    cases = [etapp_case("tool_given/fc/a-1", "tool_given/fc", (4, 4, 4), {"personal": {}, "proactive": {}}, counts,
+                        "finish", tools, tools),
+             etapp_case("tool_given/fc/a-2", "tool_given/fc", None, None, counts, "finish", tools, tools,
+                        error="too_long: the judge prompt does not fit"),
+             etapp_case("tool_given/fc/a-3", "tool_given/fc", None, None, counts, "finish", tools, tools,
+                        error="judge score out of range"),
+             etapp_case("tool_given/fc/a-4", "tool_given/fc", None, None, counts, "finish", tools, tools,
+                        error="not judged: roles.judge.enabled=false")]
+    row = summarize(grade(etapp_table(cases))).filter(setting="all").row(0, named=True)
+    assert (row["judge_too_long"], row["judge_failed"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))

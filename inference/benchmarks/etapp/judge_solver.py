@@ -20,7 +20,7 @@ import polars as pl
 
 from grading import etapp_rubric as jt
 from grading.files import atomic_write
-from grading.scorers.etapp_judge import NOT_JUDGED
+from grading.scorers.etapp_judge import JUDGE_TOO_LONG, NOT_JUDGED
 from inference.console import marker
 from inference.engines import Request
 from inference.errors import DatasetError
@@ -146,7 +146,7 @@ def run_judge(items: list[Item], generator: Any, max_new: int, options: EtappOpt
         for item in pending:
             request = _request(item, attempt, chars, generator, max_len, max_new)
             if request is None:
-                item.result = _failure(item, f"too_long: the judge prompt does not fit roles.judge.model's context "
+                item.result = _failure(item, f"{JUDGE_TOO_LONG}: the judge prompt does not fit roles.judge.model's context "
                                              f"({max_len} tokens) with roles.judge.decoding.max_new_tokens={max_new}",
                                        attempt)
             else:
