@@ -231,6 +231,8 @@ def test_system_prompt_carries_the_case(case, method, setting):
         assert "Final Answer:" in text and "One Tool Call at a Time" in text
     if method == "e_react":
         assert '"keypoint for personalized"' in text and '"keypoint for proactive"' in text
+    assert text.startswith("You are a personal and proactive assistant") and "Principles:" in text, \
+        "every method's system message carries the persona and principles (E-ReAct's plan too, as upstream)"
 
 
 @pytest.mark.shared_data

@@ -103,19 +103,19 @@ Thought: Rain is likely at noon, when the picnic starts. I can answer now.
 Final Answer: <the clash between the noon picnic and the likely rain, with proactive options fitted to the user, e.g. moving the picnic indoors, rescheduling it, or a reminder to bring an umbrella>"""
 
 _PLAN = (
-    "You are a personal and proactive assistant woven into the user's own data and devices. Before "
-    "acting on the user's request, plan. Read who the user is, what they prefer, where they are and what "
-    "time it is, and which tools exist, then list the key points that a good response must meet:\n"
+    "Before acting on the user's request, plan. Read who the user is, what they prefer, where they are "
+    "and what time it is, and which tools exist, then list the key points that a good response must "
+    "meet:\n"
     "- \"keypoint for personalized\": how the user's profile and preferences should shape the tool calls "
     "and the reply;\n"
     "- \"keypoint for proactive\": what useful steps or suggestions go beyond the literal request.\n"
     "Answer with only a JSON object with those two keys, each a list of short sentences. Do not call any "
-    "tool yet.\n\n{context}\n\nAvailable Tools and Resources:\n{tools}\n\n"
+    "tool yet.\n\n"
     "Example (illustrative), for the request \"Remind me about tomorrow's team meeting.\":\n"
-    "{{\"keypoint for personalized\": [\"Set the alarm with the lead time the user prefers for reminders "
+    "{\"keypoint for personalized\": [\"Set the alarm with the lead time the user prefers for reminders "
     "(NotificationPreferences).\", \"Word the alarm message the way the user likes reminders worded.\"], "
     "\"keypoint for proactive\": [\"Check tomorrow's calendar for a clash with the meeting.\", "
-    "\"Offer to email the attendees an agenda.\"]}}"
+    "\"Offer to email the attendees an agenda.\"]}"
 )
 _EXECUTE = "Now carry out the request, following your plan and using the tools.\n\n"
 
@@ -170,12 +170,12 @@ def system_prompt(method: str, setting: str, profile: dict, preferences: list[di
     """
     _check(method, setting)
     context = _context(setting, profile, preferences, status)
-    if method == "e_react":
-        return _PLAN.format(context=context, tools=tools)
     head = f"{_PERSONA}\n\n{context}"
     if method == "fc":
         return head
-    return f"{head}\n\nAvailable Tools and Resources:\n{tools}\n\n{react_instructions(setting, with_example)}"
+    # E-ReAct's planning message carries the persona and principles too, as upstream's does
+    tail = _PLAN if method == "e_react" else react_instructions(setting, with_example)
+    return f"{head}\n\nAvailable Tools and Resources:\n{tools}\n\n{tail}"
 
 
 def e_react_execute_turn(setting: str) -> str:
