@@ -570,11 +570,23 @@ def test_smart_home(data, tool, arguments, expected):
     assert run(data, JAMES, "2024-09-08 17:45:00", tool, arguments) == Observation(expected, failed)
 
 
-def test_home_climate_bad_date_is_an_error_inside_a_success(data):
-    observation = run(data, JAMES, "2024-09-08 17:45:00", "get_home_temperature_and_humidity",
-                      {"at_time": "2024-09-08"})
-    inner = str({"status": "error", "message": "time data '2024-09-08' does not match format '%Y-%m-%d %H:%M:%S'"})
-    assert observation == Observation(dumps({"status": "success", "message": inner}), True)
+@pytest.mark.parametrize("at_time, why", [
+    ("2024-09-08", "time data '2024-09-08' does not match format '%Y-%m-%d %H:%M:%S'"),
+    (5, "strptime() argument 1 must be str, not int"),
+], ids=["wrong_format", "a_number"])
+def test_home_climate_bad_time_fills_both_slots_of_the_sentence_with_the_error(data, at_time, why):
+    """Correction 8: upstream catches every failure of the time and puts its error dict into both
+    slots of the usual sentence."""
+    observation = run(data, JAMES, "2024-09-08 17:45:00", "get_home_temperature_and_humidity", {"at_time": at_time})
+    inner = {"status": "error", "message": f"the at_time format not right: {why}"}
+    message = f"Current Temperature: {inner}°C, Current Humidity: {inner}%."
+    assert observation == Observation(dumps({"status": "success", "message": message}), True)
+
+
+def test_home_climate_looks_the_day_up_as_written(data):
+    """An unpadded date parses, then its day is looked up by the text before the space."""
+    assert run(data, JAMES, "2024-09-08 17:45:00", "get_home_temperature_and_humidity",
+               {"at_time": "2024-9-8 17:45:00"}) == Observation("'2024-9-8'", True)
 
 
 # --- weather -------------------------------------------------------------------------------------
@@ -619,15 +631,14 @@ def test_future_weather(data, arguments, expected):
         assert observation == Observation(expected, expected != "null")
 
 
-def test_future_weather_removes_hours_only_in_its_own_state(data):
+def test_future_weather_asked_twice_succeeds_both_times(data):
+    """Correction 9: upstream's removal of the hourly data tolerates a repeat, in any state."""
     arguments = {"location": "Boston", "start_time": "2024-09-06", "end_time": "2024-09-06"}
-    box = Sandbox(data, ALEXANDER, "2024-09-06 07:15:00")
-    assert box.call("get_future_weather", arguments).error is False
-    assert box.call("get_today_weather", {"location": "Boston"}).error is False  # another tool, another copy
-    assert box.call("get_future_weather", arguments) == Observation("'hour'", True)
-    shared = Sandbox(data, ALEXANDER, "2024-09-06 07:15:00", state="app")
-    shared.call("get_future_weather", arguments)
-    assert shared.call("get_today_weather", {"location": "Boston"}) == Observation("'hour'", True)
+    for state in ("tool", "app"):
+        box = Sandbox(data, ALEXANDER, "2024-09-06 07:15:00", state=state)
+        first = box.call("get_future_weather", arguments)
+        assert first.error is False and box.call("get_future_weather", arguments) == first
+        assert box.call("get_today_weather", {"location": "Boston"}).error is False
 
 
 # --- web browsing --------------------------------------------------------------------------------

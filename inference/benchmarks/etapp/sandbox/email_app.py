@@ -25,14 +25,19 @@ class Email:
         self._sent = pd.to_datetime(self._emails["timestamp"], format=TIME_FORMAT)
 
     def send_email(self, receiver, subject, content, attachments=None):
+        # Upstream normalises before it validates (spec correction 6): the content is stripped
+        # before the subject is checked, every address before it is matched, and a value that is
+        # no string fails inside the strip with Python's own message.
+        content = content.strip()
         if not subject.strip():
             return {"status": "failure", "message": "Subject cannot be empty."}
-        if not content.strip():
+        if not content:
             return {"status": "failure", "message": "Content cannot be empty."}
         if isinstance(receiver, str):
             receiver = [receiver]
         elif not isinstance(receiver, list):
             return {"status": "failure", "message": "Email receiver should be a string or a list of strings."}
+        receiver = [address.strip() for address in receiver]
         for address in receiver:
             if not ADDRESS.match(address):
                 return {"status": "failure", "message": f"Invalid email address: {address}"}
@@ -44,7 +49,7 @@ class Email:
         return {"status": "success", "data": records(self._emails[today])}
 
     def search_email_by_sender_and_receiver(self, address):
-        address = address.lower().strip()
+        address = address.strip().lower()  # strip first: a non-string fails on `strip` (correction 6)
         involved = (contains(self._emails["sender"], address, case=False)
                     | contains(self._emails["receiver"], address, case=False))
         return {"status": "success", "data": records(self._emails[involved & (self._sent < self._env.clock.moment)])}

@@ -73,7 +73,10 @@ class SmartAppliance:
     def boil_water_in_home(self, temperature, keep_temperature="False"):
         if temperature > 100:
             return {"status": "failure", "message": "Error: Temperature exceeds boiling point of water."}
-        if keep_temperature.capitalize() == "True":
+        keep = keep_temperature.capitalize()
+        if keep not in ("True", "False"):  # upstream's second check (spec correction 7), raised
+            raise ValueError("The keep_temperature must be 'True' or 'False'.")
+        if keep == "True":
             return _success(f"Water is boiling at {temperature}°C, and will maintain this temperature.")
         return _success(f"Water has boiled at {temperature}°C.")
 
@@ -96,10 +99,12 @@ class Thermostat:
     def get_home_temperature_and_humidity(self, at_time):
         try:
             moment = datetime.strptime(at_time, TIME_FORMAT)
-        except ValueError as exc:
-            # Upstream's helper returns an error dict, which ends up inside a success message.
-            return Failed(_success(str({"status": "error", "message": str(exc)})))
-        day = self._weather[THERMOSTAT_CITY][moment.strftime("%Y-%m-%d")]  # KeyError '2024-09-13' outside the data
+        except Exception as exc:  # noqa: BLE001 - upstream catches every failure of the time (correction 8)
+            # Upstream's helper returns an error dict, which then fills both slots of the sentence.
+            error = {"status": "error", "message": f"the at_time format not right: {exc}"}
+            return Failed(_success(f"Current Temperature: {error}°C, Current Humidity: {error}%."))
+        # The day is looked up by the text before the space, as written: an unpadded date is a KeyError.
+        day = self._weather[THERMOSTAT_CITY][at_time.split(" ")[0]]
         last = None
         for hour in day["forecast"]["forecastday"][0]["hour"]:
             if datetime.strptime(hour["time"], HOUR_FORMAT) < moment:

@@ -10,20 +10,16 @@ from inference.benchmarks.etapp.sandbox.core import DATE_FORMAT, Env
 class WeatherData:
     """Upstream's WeatherData class: same method and parameter names, so Python words the errors.
 
-    Upstream's get_future_weather deletes the hourly list from its in-memory data; instead of copying
-    the whole weather file per instance, this instance records which (city, date) lost its hours."""
+    Upstream drops the hourly list from the day it returns, and its removal tolerates a repeat: the
+    same city and date asked twice in one state succeeds both times (spec correction 9)."""
 
     TOOLS = ("get_today_weather", "get_future_weather")
 
     def __init__(self, env: Env) -> None:
         self._env = env
         self._weather = env.data.weather
-        self._hours_removed: set[tuple[str, str]] = set()
 
     def _day(self, location: str, date: str) -> dict:
-        # Without "hour", as upstream's `del`; a second removal raises KeyError('hour'), as upstream.
-        if (location, date) in self._hours_removed:
-            raise KeyError("hour")
         day = self._weather[location][date]["forecast"]["forecastday"][0]
         return {key: value for key, value in day.items() if key != "hour"}
 
@@ -46,6 +42,4 @@ class WeatherData:
         if end < start:
             return None  # upstream's loop never runs and the method returns nothing: null
         # Upstream returns inside its loop over the range: only the start date, whatever the end.
-        found = self._day(location, first)
-        self._hours_removed.add((location, first))
-        return {"status": "success", "data": [found]}
+        return {"status": "success", "data": [self._day(location, first)]}
