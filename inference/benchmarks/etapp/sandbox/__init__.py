@@ -6,7 +6,8 @@ upstream never published.
     box = Sandbox(data, "James_Harrington", "2024-09-06 07:15:00")
     box.call("view_today_alarms", {}).text
 
-Modules: core (clock, observations, serialisation), data (files and shared tables), bm25,
+Modules: core (clock, observations, serialisation), data (files and shared tables), bm25 (mail
+and product search), embeddings (search_tools' MiniLM),
 catalogues and flights (the substitutes), one module per app, sandbox (dispatch and state).
 """
 
@@ -32,6 +33,6 @@ SUBSTITUTE_VERSIONS: dict[str, str] = {
     "search_tools": SEARCH_TOOLS_VERSION,
 }
 """Tool -> the version of the substitute it runs on, for run.json. The first five are apps.py's
-SUBSTITUTED_TOOLS; search_tools keeps upstream's data but ranks lexically instead of by embedding."""
+SUBSTITUTED_TOOLS; search_tools runs upstream's own model through another runtime (ONNX)."""
 
 __all__ = ["OBSERVATION_CAP", "Observation", "SUBSTITUTE_VERSIONS", "Sandbox", "SandboxData", "TOOL_NAMES"]

@@ -1,12 +1,12 @@
 """Tool retrieval (spec section 1.10): `search_tools` and `get_tool_doc`.
 
-Deviation: upstream embeds each keyword with a sentence-transformers MiniLM model and ranks the
-corpus by cosine similarity. No embedding model is available offline, so the same 45-entry corpus
-is ranked lexically with BM25 (bm25.py) over lower-cased word tokens, with a plain-plural fold
-("events" -> "event"). Like the embedding, it returns the top K whatever the scores. Upstream
-merges the keywords' hits through a Python set (order depends on the hash seed); here names come
-in order of first appearance, each keyword's hits sorted by score. So which names come back can
-differ from upstream's, and their order always does.
+`search_tools` ranks as upstream does (spec correction 13): each keyword is embedded with
+paraphrase-MiniLM-L3-v2 (run offline through ONNX Runtime, embeddings.py) and compared by cosine
+similarity with every corpus entry; upstream's own top-K loop keeps the K best (a later entry
+replaces the lowest kept one only when it scores strictly higher), and the keywords' hits are
+merged through a set. Upstream's set order depends on Python's hash seed; here names come in
+order of first appearance, each keyword's hits best first, so only the order of the union can
+differ from upstream's. A failure is reported inside the result with `"output": null`.
 
 The corpus is upstream's: every config entry of every app except this one, written
 "<class name split at capitals, lower-cased>.<tool>:<description>"; the three smart-home classes
@@ -19,13 +19,13 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from inference.benchmarks.etapp.apps import APPS, SEARCH_TOOLS
-from inference.benchmarks.etapp.sandbox.bm25 import BM25Okapi, top_indices
 from inference.benchmarks.etapp.sandbox.core import Env
+from inference.benchmarks.etapp.sandbox.embeddings import VERSION, cosine, embed
 
 if TYPE_CHECKING:
     from inference.benchmarks.etapp.sandbox.data import SandboxData
 
-SEARCH_TOOLS_VERSION = "bm25-lexical-v1"
+SEARCH_TOOLS_VERSION = VERSION
 DEFAULT_K = 3
 
 
@@ -33,12 +33,6 @@ def class_words(name: str) -> str:
     """Upstream's prefix: HealthMonitoringApp -> "health monitoring app", Navigation_And_Map ->
     "navigation_ and_ map", ECommerce -> "e commerce"."""
     return " ".join(re.findall(r"[A-Z][^A-Z]*", name)).lower()
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased alphanumeric runs, a trailing plural "s" dropped (not from "ss" or short words)."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
 
 
 def tool_corpus(data: SandboxData) -> list[tuple[str, str]]:
@@ -61,18 +55,33 @@ class Tool_And_History_Searcher:  # noqa: N801 -- upstream's class name, shown i
     def __init__(self, env: Env) -> None:
         self._configs = env.data.tool_configs
         self._corpus = tool_corpus(env.data)
-        self._index = BM25Okapi([tokens(text) for _, text in self._corpus])
 
     def search_tools(self, keywords, K=DEFAULT_K):  # noqa: N803 -- upstream's parameter name
+        queries = [keywords] if isinstance(keywords, str) else keywords
         try:
-            queries = [keywords] if isinstance(keywords, str) else list(keywords)
             found: dict[str, None] = {}
             for query in queries:
-                for i in top_indices(self._index.scores(tokens(query)), K):
-                    found.setdefault(self._corpus[i][0])
+                for name in self._top_k(query, K):
+                    found.setdefault(name)
             return {"status": "success", "input": {"keywords": keywords}, "output": list(found), "exception": None}
         except Exception as exc:  # noqa: BLE001 -- upstream reports any failure inside the result
-            return {"status": "failure", "input": {"keywords": keywords}, "output": [], "exception": str(exc)}
+            return {"status": "failure", "input": {"keywords": keywords}, "output": None, "exception": str(exc)}
+
+    def _top_k(self, query: Any, k: int) -> list[str]:
+        """Upstream's loop: the first K entries kept, then each later one replaces the lowest kept
+        one when it scores strictly higher; best first (K of 0 fails on `min()` as upstream)."""
+        wanted = embed(query)
+        kept: list[tuple[float, str]] = []
+        for name, text in self._corpus:
+            score = cosine(wanted, embed(text))
+            if len(kept) < k:
+                kept.append((score, name))
+            else:
+                low = kept.index(min(kept, key=lambda item: item[0]))
+                if score > kept[low][0]:
+                    kept[low] = (score, name)
+            kept.sort(key=lambda item: item[0], reverse=True)
+        return [name for _, name in kept]
 
     def get_tool_doc(self, tools_name):
         wanted = [tools_name] if isinstance(tools_name, str) else tools_name
