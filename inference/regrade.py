@@ -30,7 +30,10 @@ def refresh_inputs(samples: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
         print(f"toolsweep-grade: note: {run_dir}: cannot read the run's dataset to add {wanted} ({exc}); "
               "grading without them", file=sys.stderr)
         return samples
-    return samples.join(table.select("sample_id", *wanted), on="sample_id", how="left", maintain_order="left")
+    known = [c for c in wanted if c in table.columns]  # a run's own output (e.g. ETAPP's model_calls) is not there
+    if not known:
+        return samples
+    return samples.join(table.select("sample_id", *known), on="sample_id", how="left", maintain_order="left")
 
 
 def _dataset_config(run_dir: Path) -> dict:

@@ -44,12 +44,14 @@ NOT_JUDGED = "not judged"
 JUDGE_TOO_LONG = "too_long"
 """How a judge error begins when the judge prompt did not fit the judge's context."""
 COUNTS = ("turns", "n_calls", "valid_calls", "tool_errors", "nudges")
+MODEL_CALLS = "model_calls"
+"""Generations per episode, E-ReAct's plan included; tables written before it lack the column."""
 
 FIELDS: dict[str, pl.DataType] = {
     # `_score`: grade columns are `judge_<field>`, and `judge_procedure` etc. are the inputs.
     "procedure_score": pl.Float64, "personalization_score": pl.Float64, "proactivity_score": pl.Float64,
     "judged": pl.Boolean, "judge_too_long": pl.Boolean, "personal_hit": pl.Float64, "proactive_hit": pl.Float64,
-    "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64, "turns": pl.Int64,
+    "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64, "turns": pl.Int64, MODEL_CALLS: pl.Int64,
     "nudges": pl.Int64, "at_turn_cap": pl.Boolean, "listed_tools_called": pl.Float64,
 }
 INPUTS = (
@@ -131,7 +133,7 @@ def _listed_called(row: dict[str, Any]) -> float | None:
 def process_fields(row: dict[str, Any]) -> dict[str, Any]:
     """How the episode went, whatever the judge made of it."""
     end = row.get("end_reason")
-    return {**{c: _count(row, c) for c in COUNTS},
+    return {**{c: _count(row, c) for c in COUNTS}, MODEL_CALLS: _count(row, MODEL_CALLS),
             "at_turn_cap": None if end is None else end == "turn_cap",
             "listed_tools_called": _listed_called(row)}
 
@@ -175,6 +177,8 @@ SCORER = RowScorer(
         # More turns can be thoroughness or flailing: a change in them is neither gained nor lost.
         mean("mean_turns", "turns", higher_is_better=None, scale=SCORE, ci=False,
              description="model calls per episode"),
+        mean("mean_model_calls", MODEL_CALLS, higher_is_better=None, scale=SCORE, ci=False,
+             description="generations per episode, E-ReAct's plan call included"),
         mean("mean_nudges", "nudges", higher_is_better=False, scale=SCORE, ci=False,
              description="format reminders per episode"),
         mean("turn_cap", "at_turn_cap", higher_is_better=False, ci=False,
@@ -183,7 +187,8 @@ SCORER = RowScorer(
              description="tool-given: share of the listed tools called at least once"),
     ),
     grade=grade,
-    input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in COUNTS},
+    optional_inputs=(MODEL_CALLS,),
+    input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in (*COUNTS, MODEL_CALLS)},
                  "clean": pl.Boolean},
     subsets={"clean": "clean"},
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.

@@ -373,7 +373,7 @@ def test_scorer_declares_personalization_headline_and_score_scales():
     metrics = {m.name: m for m in SCORER.metrics}
     assert [m.name for m in SCORER.metrics if m.headline] == ["personalization"]
     assert {n for n, m in metrics.items() if m.scale == "score"} == {
-        "procedure", "personalization", "proactivity", "mean_turns", "mean_nudges"}
+        "procedure", "personalization", "proactivity", "mean_turns", "mean_model_calls", "mean_nudges"}
     assert SCORER.readings == ("judge",)
 
 

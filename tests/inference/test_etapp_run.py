@@ -68,7 +68,7 @@ def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts
     assert json.loads(rows[6]["tool_calls"]) == [{"name": "finish", "arguments": "Mild and dry in San Francisco today."}]
     sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
     assert (sample["turns"], sample["n_calls"], sample["valid_calls"], sample["tool_errors"], sample["nudges"],
-            sample["end_reason"]) == (2, 3, 3, 0, 0, "finish")
+            sample["end_reason"], sample["model_calls"]) == (2, 3, 3, 0, 0, "finish", 2)
     assert sample["output"] == "Mild and dry in San Francisco today." and sample["clean"] is True
     assert sample["judge_listed_tools_called"] == 1.0
     assert "tool_given/fc" in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
@@ -359,3 +359,29 @@ def test_the_reasoning_subset_is_the_papers_100_cases(etapp_data):
     users = list(read_profiles(etapp_data))
     firsts = [sorted(table.filter(pl.col("user") == u)["instruction"].to_list()) for u in users[:3]]
     assert firsts == [[6, 8, 12, 13, 14, 17, 24, 43, 47], [5, 26, 33, 37, 44], [1, 25, 46]]
+
+
+def test_e_react_counts_its_plan_as_a_model_call_but_not_as_a_turn(tmp_path, etapp_data):
+    sid = "tool_given/e_react/James_Harrington-1"
+    done = toolsweep(tmp_path / "run", etapp_data, one_case("James_Harrington", 1, "e_react"),
+                     [{"sample_id": sid, "turn": 0, "text": '{"keypoint for personalized": [], "keypoint for proactive": []}'},
+                      {"sample_id": sid, "turn": 1, "answer": "Mild and dry today."}])
+    assert done.returncode == 0, done.stderr[-2000:]
+    sample = pl.read_parquet(tmp_path / "run" / "samples.parquet").row(0, named=True)
+    assert (sample["turns"], sample["model_calls"], sample["end_reason"]) == (1, 2, "finish")
+
+
+def test_a_run_written_before_model_calls_existed_still_regrades(tmp_path, etapp_data):
+    """model_calls is an optional input: an older samples.parquet without it re-grades (it is the
+    run's own output, so the benchmark's files cannot add it back)."""
+    sid = "tool_given/fc/James_Harrington-1"
+    done = toolsweep(tmp_path / "run", etapp_data, one_case("James_Harrington", 1),
+                     [{"sample_id": sid, "turn": 1, "answer": "Mild."}])
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = tmp_path / "run" / "samples.parquet"
+    table = pl.read_parquet(path)
+    table.drop([c for c in table.columns if c.endswith("model_calls")]).write_parquet(path)
+    regraded = subprocess.run([sys.executable, "-m", "inference.regrade", str(tmp_path / "run")], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    assert regraded.returncode == 0, regraded.stderr[-2000:]
+    assert pl.read_parquet(tmp_path / "run" / "metrics.parquet")["mean_model_calls"].null_count() == 4

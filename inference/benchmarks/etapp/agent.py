@@ -48,6 +48,8 @@ class Episode:
     planned: bool = False
     prompt_tokens: int = 0
     output_tokens: int = 0
+    model_calls: int = 0
+    """Every generation asked for, E-ReAct's plan included (`turn` leaves the plan out, as upstream's cap does)."""
 
     @property
     def live(self) -> bool:
@@ -148,6 +150,7 @@ def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits:
     """Act on one generation: record it, run its calls, nudge, or end the episode."""
     episode.prompt_tokens += prompt_tokens
     episode.output_tokens += generation.output_tokens or 0
+    episode.model_calls += 1
     if generation.finish_reason == "error" or generation.output is None:
         episode.end(ENGINE_ERROR, generation.error or "the engine returned no output")
         return

@@ -34,7 +34,7 @@ TRAJECTORY_SCHEMA = {
 EPISODE_SCHEMA = {
     "sample_id": pl.String, "turns": pl.Int64, "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64,
     "nudges": pl.Int64, "end_reason": pl.String, "final_answer": pl.String, "called_tools": pl.String,
-    "agent_prompt_tokens": pl.Int64, "agent_output_tokens": pl.Int64}
+    "agent_prompt_tokens": pl.Int64, "agent_output_tokens": pl.Int64, "model_calls": pl.Int64}
 
 
 def travelplanner_path(options: EtappOptions) -> Path:
@@ -148,7 +148,7 @@ def with_episodes(samples: pl.DataFrame, episodes: list[Episode]) -> pl.DataFram
         "sample_id": e.sample_id, "turns": e.turn, "n_calls": e.calls, "valid_calls": e.valid_calls,
         "tool_errors": e.tool_errors, "nudges": e.nudges, "end_reason": e.end_reason, "final_answer": e.answer,
         "called_tools": json.dumps(e.called), "agent_prompt_tokens": e.prompt_tokens,
-        "agent_output_tokens": e.output_tokens} for e in episodes], schema=EPISODE_SCHEMA)
+        "agent_output_tokens": e.output_tokens, "model_calls": e.model_calls} for e in episodes], schema=EPISODE_SCHEMA)
     table = samples.join(summary, on="sample_id", how="left", maintain_order="left")
     # An engine error, or a prompt grown past the context (too_long), is an error of the run: it
     # counts against max_error_rate.
