@@ -18,14 +18,12 @@ from inference.cache import model_digest
 from inference.config import ToolsweepConfig
 from inference.console import marker
 from inference.errors import ToolsweepError
+from inference.failures import ERROR_CLASSES
 from inference.generation import MODEL_ROLE
 from inference.models import cache_root
 from inference.runinfo import Timer, git_commit, machine, package_versions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TOO_LONG, ENGINE_ERROR, EMPTY_OUTPUT = "too_long", "engine_error", "empty_output"
-ERROR_CLASSES = (TOO_LONG, ENGINE_ERROR, EMPTY_OUTPUT)
-"""Failure classes that count against max_error_rate: the run's errors, not the model's answers."""
 _META_KEYS = ("model", "backend", "prompt", "roles", "commit", "packages", "config")
 
 
@@ -61,7 +59,6 @@ def run_facts(cfg: ToolsweepConfig, resolved: dict[str, Any], table: pl.DataFram
         "status": "complete", "config": resolved, "model": _model_facts(cfg),
         "engine": cfg.engine.name, "constraint": cfg.decoding.constraint,
         "prompt": {"format": None}, **extra,
-        "scorer": table["scorer"].drop_nulls().first() if "scorer" in table.columns else None,
         "backend": generation.get("backend"),
         "generation": {k: generation.get(k, 0) for k in ("engine_calls", "stored_hits", "shards")},
         "dtype": main.get("dtype"), "roles": roles,

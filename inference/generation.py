@@ -147,6 +147,7 @@ class Generator:
         self._engine: Optional[Engine] = None
         self._store: Optional[GenerationStore] = None
         self._key_context: Optional[dict[str, Any]] = None
+        self._max_len: Optional[int] = None
 
     @property
     def loads_model(self) -> bool:
@@ -161,8 +162,10 @@ class Generator:
 
     @property
     def max_model_len(self) -> Optional[int]:
-        """The context length, None where nothing is rendered."""
-        return context_length(self.role.model) if self.loads_model else None
+        """The context length, None where nothing is rendered (read from the model's config once)."""
+        if self._max_len is None and self.loads_model:
+            self._max_len = context_length(self.role.model)
+        return self._max_len
 
     def render(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None) -> Rendered:
         """A chat as the model's own template renders it (empty where the engine renders nothing)."""

@@ -18,10 +18,10 @@ from typing import Any
 import polars as pl
 
 from inference.console import progress
+from inference.failures import TOO_LONG
 from inference.schemas import backend_schema, call_schema, cap_strings, compact_json, schema_id
 from inference.toolcalls import CallFormat, native_call_schema, tool_block
 
-TOO_LONG = "too_long"
 _SYSTEM_PROBE, _USER_PROBE = "<<toolsweep-system>>", "<<toolsweep-user>>"
 _TOOL_PROBE = "toolsweep_probe_tool"
 

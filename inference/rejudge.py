@@ -53,7 +53,7 @@ def first_other_solver(benchmark: Any) -> int:
 
 def rejudge(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     from inference.config import validate
-    from inference.run import evaluate, prepare_models, read_step, run_config, save_config
+    from inference.run import evaluate, prepare_models, read_step, run_config
 
     data = rejudged_config(run_dir, overrides)
     cfg, benchmark = run_config(data)
@@ -61,7 +61,7 @@ def rejudge(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     read_step(run_dir, start - 1)  # a missing step table fails here, before a model loads
     prepare_models(cfg, benchmark)
     validate(cfg, benchmark)
-    save_config(run_dir, data)
+    # evaluate records the updated config (steps/config.json) before the solvers' processes read it
     return evaluate(cfg, benchmark, run_dir, data, start=start)
 
 

@@ -118,10 +118,10 @@ def solve_all(cfg: ToolsweepConfig, benchmark: Any, run_dir: Path, resolved: dic
             if not enabled:
                 table, step = solver.skip(table, _context(cfg, benchmark, run_dir, timer)), {"skipped": True}
             elif isolate and Role.of(cfg, solver.role).engine.loads_model:
-                table, step = run_isolated(table, run_dir, number)
+                table, step = run_isolated(run_dir, number)  # its process wrote the step
             else:
                 table, step = solve_step(cfg, benchmark, run_dir, timer, number, table)
-        if isolate:
+        if isolate and not (enabled and Role.of(cfg, solver.role).engine.loads_model):
             write_step(run_dir, number, table, step)
         _gather(facts, names[number], solver.role, step)
     return table, facts
@@ -170,10 +170,9 @@ def _speeds(generator: Generator, wall: float, timer: Timer) -> dict[str, Any]:
             "output_tokens_per_s": round(tokens["output_tokens"] / work, 1) if generated else None}
 
 
-def run_isolated(table: pl.DataFrame, run_dir: Path, number: int) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Solver `number` in a child process (its input: the previous step's table on disk)."""
-    if number > 0 and not step_path(run_dir, number - 1).is_file():
-        write_step(run_dir, number - 1, table, {})
+def run_isolated(run_dir: Path, number: int) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Solver `number` in a child process (its input: the previous step's table on disk, which the
+    step before it wrote); returns what the child wrote."""
     command = [sys.executable, "-m", "inference.run", str(run_dir), str(number)]
     code = subprocess.call(command, preexec_fn=_die_with_parent)
     if code != 0:

@@ -18,13 +18,11 @@ from inference.config import NATIVE_FORMAT, ToolsweepConfig
 from inference.console import marker
 from inference.engines import Generation, Request
 from inference.errors import ConfigError
+from inference.failures import EMPTY_OUTPUT, ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
-from inference.prompts import TOO_LONG, PromptSettings, attach_schemas, render_prompts, template_has_tools
+from inference.prompts import PromptSettings, attach_schemas, render_prompts, template_has_tools
 from inference.solvers import SolveContext
 from inference.toolcalls import CallFormat, call_format, guess_parser
-
-ENGINE_ERROR, EMPTY_OUTPUT = "engine_error", "empty_output"
-
 
 @dataclass(frozen=True)
 class PromptPlan:

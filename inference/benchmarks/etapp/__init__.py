@@ -28,16 +28,26 @@ def _load(path: Path, settings: tuple[str, ...], limit: int | None) -> pl.DataFr
 
 
 def _select(table: pl.DataFrame, options: EtappOptions) -> pl.DataFrame:
-    """The cases of the chosen users, instructions and methods (checked by `_check` before)."""
-    from .cases import case_table, load_cases, read_profiles
-
-    root = Path(options.path).expanduser()
-    settings = table["etapp_setting"].unique(maintain_order=True).to_list()
-    cases = load_cases(root, options.users, options.instructions)
+    """The loaded cases of the chosen users, instructions and methods (checked by `_check`
+    before): settings, then methods and users in the order the options name them, then
+    instructions in file order."""
+    keep = pl.col("method").is_in(options.methods)
+    if options.users:
+        keep &= pl.col("user").is_in(options.users)
+    if options.instructions:
+        keep &= pl.col("instruction").is_in(options.instructions)
     if options.subset == "reasoning":
-        chosen = reasoning_cases(list(read_profiles(root)))
-        cases = [c for c in cases if (c.user, c.instruction) in chosen]
-    return case_table(cases, settings, options.methods)
+        from .cases import read_profiles
+
+        pairs = [f"{u}-{i}" for u, i in reasoning_cases(list(read_profiles(Path(options.path).expanduser())))]
+        keep &= pl.col("case_id").is_in(pairs)
+    order = [_rank("etapp_setting", table["etapp_setting"].unique(maintain_order=True).to_list()),
+             _rank("method", options.methods), *([_rank("user", options.users)] if options.users else [])]
+    return table.filter(keep).sort(order, maintain_order=True)
+
+
+def _rank(column: str, values: list) -> pl.Expr:
+    return pl.col(column).replace_strict({v: i for i, v in enumerate(values)}, return_dtype=pl.Int32)
 
 
 def reasoning_cases(users: list[str]) -> set[tuple[str, int]]:

@@ -16,10 +16,11 @@ from typing import Any, Callable, Optional
 from . import agent_text as text
 from .cases import Case
 from inference.engines import Generation, Request
+from inference.failures import ENGINE_ERROR, TOO_LONG
 from inference.generation import Rendered
 
 FINISH, TURN_CAP, TOO_MANY_CALLS = "finish", "turn_cap", "too_many_calls"
-TOO_LONG, TOKEN_BUDGET, ENGINE_ERROR = "too_long", "token_budget", "engine_error"
+TOKEN_BUDGET = "token_budget"
 PLAN_TURN = 0
 """E-ReAct's planning call: turn 0, not counted against the turn cap (as upstream)."""
 

@@ -17,9 +17,10 @@ import polars as pl
 
 from grading.files import atomic_write
 from inference.console import marker
+from inference.failures import ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
-from .agent import ENGINE_ERROR, TOO_LONG, Episode, Grammar, Limits, run_turns
+from .agent import Episode, Grammar, Limits, run_turns
 from .cases import Case, load_cases
 from .episodes import Context, new_episode, new_sandbox
 from .options import EtappOptions
