@@ -59,9 +59,26 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
+ANALYSIS_CHARS = "[ !#-\\[\\]-~]"
+"""What an analysis may hold under guided decoding: printable ASCII without `"` and `\\`, so no
+character needs an escape and none takes more than one byte, hence at most one token."""
+_RUN = 128
+"""The longest single repetition xgrammar compiles (`X{0,129}` fails its grammar check)."""
+
+
+def analysis_pattern(chars: int) -> str:
+    """A pattern for 0..chars analysis characters, as optional runs of at most 128 plus a free
+    tail of up to 128 (every length is reachable; each repetition stays compilable)."""
+    runs, left = [], chars - _RUN
+    while left > 0:
+        runs.append(f"({ANALYSIS_CHARS}{{{min(left, _RUN)}}})?")
+        left -= _RUN
+    return "^" + "".join(runs) + f"{ANALYSIS_CHARS}{{0,{min(chars, _RUN)}}}$"
+
+
 def _scored(analysis_key: str, top: int, analysis_chars: int) -> dict[str, Any]:
     # Analysis first: under guided decoding the judge writes its reasons before the score.
-    return _object({analysis_key: {"type": "string", "maxLength": analysis_chars},
+    return _object({analysis_key: {"type": "string", "pattern": analysis_pattern(analysis_chars)},
                     "score": {"type": "integer", "enum": list(range(top + 1))}})
 
 
@@ -77,6 +94,36 @@ def judge_schema(personal: Sequence[str], proactive: Sequence[str], analysis_cha
                       FINAL_KEY: _scored(ANALYSIS_KEY[dim], FINAL_MAX, analysis_chars)})
         for dim, points in _points_of(personal, proactive).items()}
     return _object(dimensions)
+
+
+def analysis_count(personal: Sequence[str], proactive: Sequence[str]) -> int:
+    """How many analysis strings one answer holds: one per key point and one per dimension."""
+    return sum(len(points) + 1 for points in _points_of(personal, proactive).values())
+
+
+def answer_skeletons(personal: Sequence[str], proactive: Sequence[str]) -> tuple[str, str]:
+    """The longest guided answer with every analysis empty, in both spellings a backend may give
+    its keys (raw and ASCII-escaped): compact separators (the backends emit no optional
+    whitespace), every score one digit."""
+    def slot(analysis_key: str) -> dict[str, Any]:
+        return {analysis_key: "", "score": 0}
+
+    answer = {dim: {KEYPOINTS_KEY[dim]: {p: slot(POINT_ANALYSIS) for p in points}, FINAL_KEY: slot(ANALYSIS_KEY[dim])}
+              for dim, points in _points_of(personal, proactive).items()}
+    return tuple(json.dumps(answer, separators=(",", ":"), ensure_ascii=a) for a in (False, True))
+
+
+def fitting_analysis_chars(personal: Sequence[str], proactive: Sequence[str], skeleton_tokens: int,
+                           max_new_tokens: int, wanted: int) -> int:
+    """The analysis cap (at most `wanted`) under which the longest guided answer fits
+    `max_new_tokens`; 0 when not even empty analyses fit.
+
+    The longest answer is the skeleton (`skeleton_tokens`, counted by the judge's tokenizer) plus
+    every analysis at the cap, plus the end of sequence. An analysis character is one byte
+    (ANALYSIS_CHARS) and every token decodes to at least one byte, so the analyses cannot take
+    more tokens than their characters whatever tokens the judge picks."""
+    room = max_new_tokens - skeleton_tokens - 1
+    return max(min(wanted, room // analysis_count(personal, proactive)), 0)
 
 
 def judge_template(personal: Sequence[str], proactive: Sequence[str]) -> dict[str, Any]:

@@ -181,7 +181,9 @@ def bounded(schema: Any, backend: str) -> Any:
     kind = out.get("type")
     if backend == "outlines":
         return _outlines_bounds(out) if kind in ("integer", "number") else out
-    if kind == "string":
+    if kind == "string" and "pattern" in out:
+        pass  # a pattern carries its own bound; xgrammar refuses a pattern with a length bound
+    elif kind == "string":
         out["maxLength"] = min(out.get("maxLength", MAX_STRING_CHARS), MAX_STRING_CHARS)
     elif kind == "object" and isinstance(out.get("additionalProperties"), dict):
         out.setdefault("maxProperties", MAX_OPEN_PROPERTIES)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import jsonschema
 import polars as pl
 import pytest
 
-from grading.etapp_rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, judge_prompt, judge_schema,
-                                 judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
+from grading.etapp_rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count, analysis_pattern,
+                                  answer_skeletons, fitting_analysis_chars, judge_prompt, judge_schema,
+                                  judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
 from grading.errors import GradingError
 from grading.grades import grade
 from grading.metrics import summarize
@@ -89,7 +91,7 @@ def test_schema_is_closed_required_and_typed():
     final = schema["properties"]["Procedure"]["properties"]["Final Assessment"]["properties"]
     assert list(final) == ["anlysis", "score"], "analysis before score, upstream's spelling"
     assert final["score"] == {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
-    assert final["anlysis"] == {"type": "string", "maxLength": 300}
+    assert final["anlysis"] == {"type": "string", "pattern": analysis_pattern(300)}
     point = schema["properties"]["Personalization"]["properties"]["Keypoints for Personalization"]
     assert list(point["properties"]) == PERSONAL[:2], "the duplicate collapsed"
     assert point["properties"][PERSONAL[0]]["properties"]["score"]["enum"] == [0, 1, 2]
@@ -107,6 +109,34 @@ def test_a_filled_answer_validates_and_bad_ones_do_not():
     long = _filled()
     long["Procedure"]["Final Assessment"]["anlysis"] = "x" * 601
     assert list(validator.iter_errors(long)), "an analysis over the cap"
+
+
+@pytest.mark.parametrize("cap", [1, 127, 128, 129, 200, 256, 257, 300])
+def test_the_analysis_pattern_allows_every_length_up_to_its_cap_and_no_escape(cap):
+    """Runs of at most 128 (xgrammar's largest compilable repetition) still reach every length."""
+    pattern = analysis_pattern(cap)
+    assert [n for n in range(cap + 2) if re.fullmatch(pattern, "a" * n)] == list(range(cap + 1))
+    for bad in ('"', "\\", "\n", "\u00e9", "\u2019"):
+        assert not re.fullmatch(pattern, bad), f"{bad!r} would need an escape or more than one byte"
+    prose = "Calls get_weather(): 3 of 4 points, ok; [x] {y} ~!"
+    assert re.fullmatch(pattern, (prose * 10)[:cap]) is not None
+
+
+def test_the_longest_guided_answer_is_the_skeleton_plus_every_analysis_at_its_cap():
+    """Bytes of the longest answer the schema admits: the fitting cap keeps it within the budget
+    (one analysis byte is at most one token)."""
+    raw, escaped = answer_skeletons(PERSONAL, PROACTIVE)
+    assert json.loads(raw) == json.loads(escaped) and len(escaped) >= len(raw)
+    count = analysis_count(PERSONAL, PROACTIVE)
+    assert count == (len(PROCEDURE_KEYS) + 1) + (2 + 1) + (2 + 1), "one per unique key point and one per dimension"
+    cap = fitting_analysis_chars(PERSONAL, PROACTIVE, len(raw), 1000, 300)
+    assert cap == min(300, (1000 - len(raw) - 1) // count)
+    longest = raw.replace('"analysis":""', '"analysis":"' + "~" * cap + '"').replace(
+        '"anlysis":""', '"anlysis":"' + "~" * cap + '"').replace('"Analysis":""', '"Analysis":"' + "~" * cap + '"')
+    assert len(longest.encode()) == len(raw) + count * cap <= 1000 - 1
+    assert jsonschema.Draft202012Validator(judge_schema(PERSONAL, PROACTIVE, cap)).is_valid(
+        json.loads(longest.replace(":0}", ":2}")))
+    assert fitting_analysis_chars(PERSONAL, PROACTIVE, len(raw), 50, 300) == 0, "not even empty analyses fit"
 
 
 @pytest.mark.parametrize("chars", [0, -5, 2.5, True, "600"])

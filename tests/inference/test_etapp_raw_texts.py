@@ -8,6 +8,7 @@ tool-given setting); the script's next turn, absent, is an empty final answer.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -70,31 +71,61 @@ TEXTS = [
     ("fc", f"<tool_call>{{'name': '{ALARMS}', 'arguments': {{}}}}</tool_call>",
      ("finish", f"<tool_call>{{'name': '{ALARMS}', 'arguments': {{}}}}</tool_call>"),
      "a block without its newlines is no block upstream: the text is the answer"),
+    ("fc", f"<tool_call>\n{{'name': '{ALARMS}', 'arguments': {{}}}}\n</tool_call>\n" * 11, ("abort", at.ABORT_CALLS),
+     "11 calls, over dataset.max_calls_per_response=10: only the abort is recorded, nothing runs"),
+]
+# Llama-family JSON (model.tool_parser=llama3_json), read as upstream's Llama reader reads it.
+LLAMA_TEXTS = [
+    ("fc", f'{{"name": "{ALARMS}", "parameters": {{}}}}', ("run", ALARMS, "{}"), "a JSON call runs"),
+    ("fc", f'<|python_tag|>{{"name": "{WEATHER}", "parameters": {{"location": "San Francisco"}}}}',
+     ("run", WEATHER, "{'location': 'San Francisco'}"), "the python tag is dropped; arguments recorded as a dict repr"),
+    ("fc", f'[{{"name": "{ALARMS}", "parameters": {{}}}}, {{"name": "{WEATHER}", "parameters": {{"location": "Boston"}}}}]',
+     ("run", ALARMS, "{}"), "a list of calls runs in order (the first checked here)"),
+    ("fc", f'{{"name": "{ALARMS}", "parameters": {{}}}}; {{"name": "{WEATHER}", "parameters": {{"location": "Boston"}}}}',
+     ("run", ALARMS, "{}"), "calls separated by ; are read one by one as JSON"),
+    ("fc", f'{{"name": "{WEATHER}", "parameters": {{"location": "Boston; MA"}}}}', ("remind", at.NUDGE_FC_FORMAT),
+     "a ; inside an argument splits the text too, so the call is malformed"),
+    ("fc", "The weather is sunny today.", ("finish", "The weather is sunny today."),
+     "a text without the word name is the answer"),
+    ("fc", "Your name is on the list.", ("remind", at.NUDGE_FC_FORMAT),
+     "an answer that says name is read as a call, fails, and gets the format reminder"),
+    ("fc", f'{{"name": "{ALARMS}", "parameters": {{}}}}<|eot_id|>', ("finish", f'{{"name": "{ALARMS}", "parameters": {{}}}}'),
+     "a text ending its turn with <|eot_id|> is an answer, the token dropped"),
+    ("fc", f'{{"name": "{ALARMS}", "arguments": {{}}}}', ("remind", at.NUDGE_FC_FORMAT),
+     "a call without parameters is malformed"),
+    ("fc", f'{{"name": "{ALARMS}", "parameters": {{"all": true}}}}', ("remind", at.NUDGE_FC_FORMAT),
+     "one call without ; is read as a Python literal, where JSON true fails"),
 ]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, etapp_data):
-    """One scripted run over every text; returns each sample's trajectory rows by sample id."""
-    tmp = tmp_path_factory.mktemp("raw")
+def _scripted_run(tmp: Path, data: Path, texts: list[tuple], overrides: list[str]) -> dict[str, list[dict]]:
+    """One scripted run over the texts; each sample's trajectory rows by sample id."""
     script, ids = [], []
-    for number, (method, text, _, _) in enumerate(TEXTS):
+    for number, (method, text, _, _) in enumerate(texts):
         sid = f"tool_given/{method}/John_Doe-{number}"
         ids.append(sid)
         script.append({"sample_id": sid, "turn": 1, "text": text})
-    numbers = ",".join(str(i) for i in range(len(TEXTS)))
-    done = toolsweep(tmp / "run", etapp_data, ["dataset.users=[John_Doe]", f"dataset.instructions=[{numbers}]",
-                                               "dataset.methods=[react,fc]", "dataset.settings=[tool_given]",
-                                               "roles.judge.enabled=false"], script)
+    numbers = ",".join(str(i) for i in range(len(texts)))
+    methods = ",".join(sorted({t[0] for t in texts}))
+    done = toolsweep(tmp / "run", data, ["dataset.users=[John_Doe]", f"dataset.instructions=[{numbers}]",
+                                         f"dataset.methods=[{methods}]", "dataset.settings=[tool_given]",
+                                         "roles.judge.enabled=false", *overrides], script)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pl.read_parquet(tmp / "run" / "trajectories.parquet").sort("sample_id", "index").to_dicts()
     return {sid: [r for r in rows if r["sample_id"] == sid] for sid in ids}
 
 
-@pytest.mark.parametrize("number", range(len(TEXTS)), ids=[t[3] for t in TEXTS])
-def test_a_raw_text_is_read_as_upstream_reads_it(run, number):
-    method, text, outcome, _ = TEXTS[number]
-    rows = run[f"tool_given/{method}/John_Doe-{number}"]
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, etapp_data):
+    return _scripted_run(tmp_path_factory.mktemp("raw"), etapp_data, TEXTS, [])
+
+
+@pytest.fixture(scope="module")
+def llama_run(tmp_path_factory, etapp_data):
+    return _scripted_run(tmp_path_factory.mktemp("llama"), etapp_data, LLAMA_TEXTS, ["model.tool_parser=llama3_json"])
+
+
+def _check(rows: list[dict], outcome: tuple) -> None:
     step, after = rows[2], rows[3] if len(rows) > 3 else None
     assert step["role"] == "assistant" and step["turn"] == 1
     if outcome[0] == "run":
@@ -103,10 +134,24 @@ def test_a_raw_text_is_read_as_upstream_reads_it(run, number):
         assert after["role"] == ("user" if outcome[0] == "remind" else "tool"), after
         assert after["content"] == outcome[1] and after["tool_name"] is None, after
         assert not any(r["tool_name"] for r in rows), "nothing ran"
+    elif outcome[0] == "abort":
+        assert (step["content"], step["tool_calls"], after) == (outcome[1], "[]", None), "only the abort"
     else:
         assert after is None, "the case ended at its first turn"
         assert json.loads(step["tool_calls"])[0] == {"name": json.loads(step["tool_calls"])[0]["name"],
                                                      "arguments": outcome[1]}
+
+
+@pytest.mark.parametrize("number", range(len(TEXTS)), ids=[t[3] for t in TEXTS])
+def test_a_raw_text_is_read_as_upstream_reads_it(run, number):
+    method, _, outcome, _ = TEXTS[number]
+    _check(run[f"tool_given/{method}/John_Doe-{number}"], outcome)
+
+
+@pytest.mark.parametrize("number", range(len(LLAMA_TEXTS)), ids=[t[3] for t in LLAMA_TEXTS])
+def test_a_llama_family_text_is_read_as_upstreams_llama_reader_reads_it(llama_run, number):
+    method, _, outcome, _ = LLAMA_TEXTS[number]
+    _check(llama_run[f"tool_given/{method}/John_Doe-{number}"], outcome)
 
 
 def test_a_step_without_an_action_is_recorded_as_upstream_records_it(run):

@@ -114,7 +114,27 @@ def test_too_many_calls_in_one_response_ends_the_case(tmp_path, etapp_data):
     assert done.returncode == 0, done.stderr
     rows = messages(tmp_path / "run")
     assert rows[-1]["content"] == "Cannot solve this task due to calling superabundant tools."
+    assert [r["role"] for r in rows] == ["system", "user", "assistant"], "only the abort: the response is not recorded"
     assert not any(r["role"] == "tool" for r in rows)
+
+
+def test_one_case_at_a_time_gives_the_batched_trajectories(tmp_path, etapp_data):
+    """dataset.episodes_per_batch=1 runs each case to its end before the next (upstream's order):
+    the same records as one batch of every case, in twice the turns."""
+    cases = ["tool_given/fc/John_Doe-1", "tool_given/react/John_Doe-1"]
+    script = [{"sample_id": cases[0], "turn": 1, "calls": [{"name": "view_today_alarms", "arguments": {}}]},
+              {"sample_id": cases[0], "turn": 2, "answer": "done"},
+              {"sample_id": cases[1], "turn": 1, "text": "Thought: t\nAction: view_today_alarms\nAction Input: {}"},
+              {"sample_id": cases[1], "turn": 2, "text": "Thought: ok\nFinal Answer: done"}]
+    args = [a if not a.startswith("dataset.methods") else "dataset.methods=[fc,react]" for a in one_case("John_Doe", 1)]
+    batched = toolsweep(tmp_path / "batched", etapp_data, args, script)
+    single = toolsweep(tmp_path / "single", etapp_data, [*args, "dataset.episodes_per_batch=1"], script)
+    assert batched.returncode == 0 and single.returncode == 0, single.stderr[-2000:]
+    assert "agent turn 1/20: 2 live episodes" in batched.stderr
+    assert single.stderr.count("agent turn 1/20: 1 live episodes") == 2, single.stderr[-2000:]
+    assert messages(tmp_path / "batched") == messages(tmp_path / "single")
+    bad = toolsweep(tmp_path / "bad", etapp_data, [*args, "dataset.episodes_per_batch=0"], script)
+    assert bad.returncode == 2 and "dataset.episodes_per_batch must be an integer >= 1 or null" in bad.stderr
 
 
 def test_per_tool_state_by_default_and_app_state_on_request(tmp_path, etapp_data):
@@ -291,13 +311,14 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("model.tool_parser=llama3_json", "model.tool_parser=llama3_json: ETAPP's FC reading parses Hermes"),
+    ("model.tool_parser=pythonic decoding.constraint=xgrammar",
+     "model.tool_parser=pythonic with decoding.constraint=xgrammar: toolsweep has no call grammar"),
     ("prompt.format=native", "prompt.format=native: ETAPP prompts in its own formats"),
     ("decoding.drop_oldest_history=true", "decoding.drop_oldest_history=true: ETAPP's prompts hold no history"),
     ("+dataset.history=none", "dataset.history is not an option here"),
 ], ids=["tool_parser", "prompt_format", "drop_oldest_history", "petoolbench_history"])
 def test_options_etapp_does_not_read_are_errors_not_ignored(tmp_path, etapp_data, override, expected):
-    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("James_Harrington", 1), override],
+    done = toolsweep(tmp_path / "run", etapp_data, [*one_case("James_Harrington", 1), *override.split()],
                      [{"sample_id": "tool_given/fc/James_Harrington-1", "turn": 1, "answer": "x"}])
     assert done.returncode == 2 and expected in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "run" / "samples.parquet").exists()

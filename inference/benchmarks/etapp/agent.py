@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from . import agent_text as text
 from .cases import Case
+from .fc_reading import Reader, read_hermes
 from inference.engines import Generation, Request
 from inference.failures import ENGINE_ERROR, TOO_LONG
 from inference.generation import Rendered
@@ -88,11 +89,15 @@ class Limits:
 
 @dataclass(frozen=True)
 class Grammar:
-    """The per-turn constraint: none, or the FC call / ReAct step grammar."""
+    """How a turn is decoded and read: the constraint (none, or the FC call / ReAct step
+    grammar) and the FC reader of the model's family."""
 
     constrained: bool
     fc_schema: Optional[str] = None
     react_regex: Optional[str] = None
+    call_format: str = "hermes"
+    """The family whose call wrapper a constrained FC turn's grammar adds."""
+    read_fc: Reader = read_hermes
 
 
 def run_turns(episodes: list[Episode], generate: Callable[[list[Request]], list[Generation]],
@@ -124,7 +129,7 @@ def _step(episodes: list[Episode], generate: Callable[[list[Request]], list[Gene
         if request is not None:
             asked.append((episode, request))
     for (episode, request), generation in zip(asked, generate([r for _, r in asked])):
-        absorb(episode, generation, len(request.prompt_token_ids), limits)
+        absorb(episode, generation, len(request.prompt_token_ids), limits, grammar.read_fc)
 
 
 def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar) -> Optional[Request]:
@@ -143,29 +148,46 @@ def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar)
             regex = grammar.react_regex
     return Request(sample_id=f"{episode.sample_id}@{episode.turn}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema,
-                   call_format="hermes" if schema else None, max_calls=limits.max_calls_per_response,
+                   call_format=grammar.call_format if schema else None, max_calls=limits.max_calls_per_response,
                    calls_optional=schema is not None, regex=regex)
 
 
-def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits: Limits) -> None:
-    """Act on one generation: record it, run its calls, nudge, or end the episode."""
+def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits: Limits,
+           read_fc: Reader = read_hermes) -> None:
+    """Act on one generation: record it, run its calls, nudge, or end the episode. Upstream
+    checks the call limits, then the token budget, before it records the response: a response
+    over either is not recorded, only the abort."""
     episode.prompt_tokens += prompt_tokens
     episode.output_tokens += generation.output_tokens or 0
     episode.model_calls += 1
     if generation.finish_reason == "error" or generation.output is None:
         episode.end(ENGINE_ERROR, generation.error or "the engine returned no output")
         return
-    if prompt_tokens + (generation.output_tokens or 0) > limits.max_tokens_per_call:
-        episode.end(TOKEN_BUDGET, text.ABORT_TOKENS)  # upstream checks after generating, and discards it
-        return
     usage = {"finish_reason": generation.finish_reason, "prompt_tokens": prompt_tokens,
              "output_tokens": generation.output_tokens}
     if episode.method == "e_react" and not episode.planned:
-        _plan(episode, generation.output, usage)
+        if not _over_token_budget(episode, generation, prompt_tokens, limits):
+            _plan(episode, generation.output, usage)
     elif episode.method == "fc":
-        _fc(episode, generation.output, usage, limits)
+        reading = read_fc(generation.output)
+        if not _over_limits(episode, len(reading[1] or []), generation, prompt_tokens, limits):
+            _fc(episode, generation.output, reading, usage, limits)
     else:
-        _react(episode, generation.output, usage, limits)
+        step = text.parse_react(generation.output)
+        calling = bool(step.action) and not step.finishes
+        if not _over_limits(episode, int(calling), generation, prompt_tokens, limits):
+            _react(episode, generation.output, step, usage, limits)
+
+
+def _over_limits(episode: Episode, calls: int, generation: Generation, prompt_tokens: int, limits: Limits) -> bool:
+    return _over_call_limits(episode, calls, limits) or _over_token_budget(episode, generation, prompt_tokens, limits)
+
+
+def _over_token_budget(episode: Episode, generation: Generation, prompt_tokens: int, limits: Limits) -> bool:
+    if prompt_tokens + (generation.output_tokens or 0) > limits.max_tokens_per_call:
+        episode.end(TOKEN_BUDGET, text.ABORT_TOKENS)  # upstream checks after generating, and discards it
+        return True
+    return False
 
 
 def _plan(episode: Episode, output: str, usage: dict[str, Any]) -> None:
@@ -176,23 +198,22 @@ def _plan(episode: Episode, output: str, usage: dict[str, Any]) -> None:
     episode.planned = True
 
 
-def _fc(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) -> None:
-    calls = text.parse_fc_calls(output)
+def _fc(episode: Episode, output: str, reading: tuple[str, Optional[list[dict[str, Any]]]], usage: dict[str, Any],
+        limits: Limits) -> None:
+    content, calls = reading
     if calls is None:
-        episode.add({"role": "assistant", "content": output, "tool_calls": []}, **usage)
+        episode.add({"role": "assistant", "content": content, "tool_calls": []}, **usage)
         _nudge(episode, output, text.NUDGE_FC_FORMAT)
         return
     if not calls:
-        answer = output.strip()
-        episode.add({"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": answer}]},
+        episode.add({"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": content}]},
                     **usage)
-        _finish(episode, answer, limits)
+        _finish(episode, content, limits)
         return
     recorded = [{"name": c["name"], "arguments": text.shown_arguments(c["arguments"])} for c in calls]
-    episode.add({"role": "assistant", "content": text.fc_text_before_calls(output), "tool_calls": recorded},
-                **usage)
+    episode.add({"role": "assistant", "content": content, "tool_calls": recorded}, **usage)
     episode.chat.append({"role": "assistant", "content": output})
-    if _over_call_limits(episode, len(calls), limits) or _at_cap(episode, limits):
+    if _at_cap(episode, limits):
         return
     for call in calls:
         arguments = text.call_arguments(call["arguments"])
@@ -203,8 +224,7 @@ def _fc(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) ->
         _execute(episode, call["name"], arguments, text.shown_arguments(call["arguments"]), chat_role="tool")
 
 
-def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits) -> None:
-    step = text.parse_react(output)
+def _react(episode: Episode, output: str, step: text.Step, usage: dict[str, Any], limits: Limits) -> None:
     # Upstream records every step as its parser read it: the thought, and one call (name "" when
     # no action was read), so the judge never reads a step without an action as a reply.
     episode.add({"role": "assistant", "content": step.thought,
@@ -216,8 +236,6 @@ def _react(episode: Episode, output: str, usage: dict[str, Any], limits: Limits)
         return
     if not step.action:
         _nudge(episode, output, text.NUDGE_NO_ACTION)
-        return
-    if _over_call_limits(episode, 1, limits):
         return
     arguments = text.parse_arguments(step.action_input)
     if arguments is None:
@@ -240,7 +258,7 @@ def _finish(episode: Episode, answer: str, limits: Limits) -> None:
 
 
 def _over_call_limits(episode: Episode, count: int, limits: Limits) -> bool:
-    if count > limits.max_calls_per_response or episode.calls + count > limits.max_calls_per_case:
+    if count and count > limits.max_calls_per_response or episode.calls + count > limits.max_calls_per_case:
         episode.end(TOO_MANY_CALLS, text.ABORT_CALLS)
         return True
     return False

@@ -76,31 +76,41 @@ def run_agent(samples: pl.DataFrame, context: SolveContext) -> list[Episode]:
     world = Context.load(Path(options.path).expanduser(), travelplanner_path(options))
     limits = Limits(options.max_turns, cfg.decoding.max_new_tokens, generator.max_model_len or 1 << 30,
                     options.max_calls_per_response, options.max_calls_per_case, options.max_tokens_per_call)
-    grammar = agent_grammar(cfg.decoding.constraint, world)
-    return run_episodes(sample_cases(samples, options), options.state, world, generator, limits, grammar)
+    grammar = agent_grammar(cfg.decoding.constraint, world, cfg.model.tool_parser, generator)
+    return run_episodes(sample_cases(samples, options), options.state, world, generator, limits, grammar,
+                        options.episodes_per_batch)
 
 
-def agent_grammar(constraint: str, world: Context) -> Grammar:
-    """The per-turn constraint: any of the 35 tools may be called (upstream runs whatever is named)."""
+def agent_grammar(constraint: str, world: Context, parser: str | None, generator: Any) -> Grammar:
+    """The per-turn constraint and FC reader: any of the 35 tools may be called (upstream runs
+    whatever is named), in the call format of the family `parser` names (Hermes when unset)."""
+    from .fc_reading import HERMES, fc_reader
+
+    family = parser or HERMES
+    read = fc_reader(family, lambda: generator.tokenizer)
     if constraint == "none":
-        return Grammar(False)
+        return Grammar(False, call_format=family, read_fc=read)
     from .agent_text import react_grammar_regex
     from inference.schemas import compact_json
+    from inference.toolcalls import call_format
 
     names = list(world.toolkit)
-    schema = {"type": "object", "properties": {"name": {"enum": names}, "arguments": {"type": "object"}},
-              "required": ["name", "arguments"], "additionalProperties": False}
+    args_key = call_format(family).args_key  # checks.unused_options refused a family without a grammar
+    schema = {"type": "object", "properties": {"name": {"enum": names}, args_key: {"type": "object"}},
+              "required": ["name", args_key], "additionalProperties": False}
     # Unbounded parts: max_new_tokens bounds them, and a bound grows a DFA backend's automaton.
-    return Grammar(True, compact_json(schema), react_regex=react_grammar_regex(names, None, None, None))
+    return Grammar(True, compact_json(schema), react_regex=react_grammar_regex(names, None, None, None),
+                   call_format=family, read_fc=read)
 
 
 def run_episodes(samples: list[tuple[str, str, Case]], state: str, world: Context, generator: Any, limits: Limits,
-                 grammar: Grammar) -> list[Episode]:
-    """All episodes, in sample order; under state=sequential a user's cases run one after another
-    (in instruction order) on one sandbox, every user's n-th case in one wave."""
+                 grammar: Grammar, per_batch: int | None = None) -> list[Episode]:
+    """All episodes, in sample order, `per_batch` at a time (None: all together); under
+    state=sequential a user's cases run one after another (in instruction order) on one sandbox,
+    every user's n-th case in one wave."""
     if state != "sequential":
         episodes = [new_episode(c, s, m, world, new_sandbox(c, s, state, world)) for s, m, c in samples]
-        run_turns(episodes, generator.generate, generator.render, limits, grammar, marker)
+        _drive(episodes, generator, limits, grammar, per_batch)
         return episodes
     sandboxes: dict[tuple[str, str, str], Any] = {}
     done: dict[str, Episode] = {}
@@ -113,9 +123,15 @@ def run_episodes(samples: list[tuple[str, str, Case]], state: str, world: Contex
             else:
                 sandboxes[key] = new_sandbox(case, setting, "tool", world)
             batch.append(new_episode(case, setting, method, world, sandboxes[key]))
-        run_turns(batch, generator.generate, generator.render, limits, grammar, marker)
+        _drive(batch, generator, limits, grammar, per_batch)
         done.update((e.sample_id, e) for e in batch)
     return [done[f"{s}/{m}/{c.case_id}"] for s, m, c in samples]
+
+
+def _drive(episodes: list[Episode], generator: Any, limits: Limits, grammar: Grammar, per_batch: int | None) -> None:
+    size = per_batch or max(len(episodes), 1)
+    for start in range(0, len(episodes), size):
+        run_turns(episodes[start:start + size], generator.generate, generator.render, limits, grammar, marker)
 
 
 def _waves(samples: list[tuple[str, str, Case]]) -> list[list[tuple[str, str, Case]]]:

@@ -20,11 +20,15 @@ def input_problems(options: EtappOptions) -> list[str]:
 
 
 def unused_options(cfg: Any) -> list[str]:
-    """Root options the single-call solver reads and ETAPP's agent does not: set, they are an error."""
+    """Root options ETAPP's agent does not read, or cannot honour together: set, they are an error."""
     found = []
-    if cfg.model.tool_parser not in (None, "hermes"):
-        found.append(f"model.tool_parser={cfg.model.tool_parser}: ETAPP's FC reading parses Hermes <tool_call> "
-                     "blocks only; leave model.tool_parser unset")
+    from inference.toolcalls import CALL_FORMATS
+
+    parser = cfg.model.tool_parser
+    if parser is not None and cfg.decoding.constraint != "none" and parser not in CALL_FORMATS:
+        found.append(f"model.tool_parser={parser} with decoding.constraint={cfg.decoding.constraint}: toolsweep has "
+                     f"no call grammar for that family (it has {sorted(CALL_FORMATS)}); decode freely "
+                     "(decoding.constraint=none) or pick one of those")
     if cfg.prompt.format is not None:
         found.append(f"prompt.format={cfg.prompt.format}: ETAPP prompts in its own formats (dataset.methods); "
                      "leave prompt.format unset")

@@ -4,9 +4,13 @@ bounded retries.
 Reads RUN_DIR/trajectories.parquet (the agent solver's), builds each case's judge prompt
 (grading/etapp_rubric.py: the project's own wording, upstream's structure and key names) and
 its per-case JSON schema, runs the judge through the run's generation store (resume, cache),
-and adds the judge's columns to the sample table (also written as judgements.parquet). An
-answer that still does not parse after `dataset.judge_retries` retries (each with analysis
-strings half as long, so a cut-off answer fits) is a failure row.
+and adds the judge's columns to the sample table (also written as judgements.parquet).
+
+Under guided decoding no answer is cut by its token budget: each case's analysis cap is lowered
+until the schema's longest answer fits roles.judge.decoding.max_new_tokens
+(`etapp_rubric.fitting_analysis_chars`), and recorded as `judge_analysis_chars`. An answer that
+still does not parse after `dataset.judge_retries` retries (each with analysis strings half as
+long) is a failure row.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ JUDGEMENT_SCHEMA = {
     "sample_id": pl.String, "judge_procedure": pl.Int64, "judge_personalization": pl.Int64,
     "judge_proactivity": pl.Int64, "judge_keypoints": pl.String, "judge_error": pl.String,
     "judge_attempts": pl.Int64, "judge_prompt_tokens": pl.Int64, "judge_output_tokens": pl.Int64,
-    "judge_output": pl.String}
+    "judge_analysis_chars": pl.Int64, "judge_output": pl.String}
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Item:
     personal: list[str]
     proactive: list[str]
     result: dict[str, Any] | None = None
+    analysis_chars: int | None = None
+    """The analysis cap of the latest request (the option's cap, or less so the answer fits)."""
 
 
 def read_messages(trajectories: pl.DataFrame) -> dict[str, list[dict[str, Any]]]:
@@ -145,10 +151,8 @@ def run_judge(items: list[Item], generator: Any, max_new: int, options: EtappOpt
         asked = []
         for item in pending:
             request = _request(item, attempt, chars, generator, max_len, max_new)
-            if request is None:
-                item.result = _failure(item, f"{JUDGE_TOO_LONG}: the judge prompt does not fit roles.judge.model's context "
-                                             f"({max_len} tokens) with roles.judge.decoding.max_new_tokens={max_new}",
-                                       attempt)
+            if isinstance(request, str):
+                item.result = _failure(item, request, attempt)
             else:
                 asked.append((item, request))
         marker(f"judge attempt {attempt + 1}/{options.judge_retries + 1}: {len(asked)} cases")
@@ -160,18 +164,37 @@ def run_judge(items: list[Item], generator: Any, max_new: int, options: EtappOpt
             break
 
 
-def _request(item: Item, attempt: int, chars: int, generator: Any, max_len: int, max_new: int) -> Request | None:
+def _request(item: Item, attempt: int, chars: int, generator: Any, max_len: int, max_new: int) -> Request | str:
+    """The judge request, or why there is none (a JUDGE_TOO_LONG failure)."""
     rendered = generator.render([{"role": "user", "content": item.prompt}])
     if len(rendered.token_ids) + max_new > max_len:
-        return None
-    schema = compact_json(jt.judge_schema(item.personal, item.proactive, chars))
+        return (f"{JUDGE_TOO_LONG}: the judge prompt does not fit roles.judge.model's context ({max_len} tokens) "
+                f"with roles.judge.decoding.max_new_tokens={max_new}")
+    # Under guided decoding the longest possible answer fits max_new by construction, so none is cut.
+    fitting = jt.fitting_analysis_chars(item.personal, item.proactive, skeleton_tokens(item, generator), max_new,
+                                        chars)
+    if fitting < 1:
+        return (f"{JUDGE_TOO_LONG}: an answer for {len(item.personal)}+{len(item.proactive)} key points needs more "
+                f"than roles.judge.decoding.max_new_tokens={max_new} tokens even with empty analyses; raise it")
+    item.analysis_chars = fitting
+    schema = compact_json(jt.judge_schema(item.personal, item.proactive, fitting))
     return Request(sample_id=f"judge/{item.sample_id}@{attempt}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema)
 
 
+def skeleton_tokens(item: Item, generator: Any) -> int:
+    """The judge tokenizer's count of the answer's fixed text (its keys and punctuation), in the
+    longer of its two spellings; its bytes (no token is shorter) for an engine with no tokenizer."""
+    texts = jt.answer_skeletons(item.personal, item.proactive)
+    if generator.tokenizer is None:
+        return max(len(text.encode()) for text in texts)
+    return max(len(generator.tokenizer.encode(text, add_special_tokens=False)) for text in texts)
+
+
 def _read(item: Item, generation: Any, attempt: int, prompt_tokens: int) -> dict[str, Any]:
     base = {"sample_id": item.sample_id, "judge_attempts": attempt + 1, "judge_prompt_tokens": prompt_tokens,
-            "judge_output_tokens": generation.output_tokens, "judge_output": generation.output}
+            "judge_output_tokens": generation.output_tokens, "judge_analysis_chars": item.analysis_chars,
+            "judge_output": generation.output}
     if generation.output is None:
         return {**_failure(item, generation.error or "the judge engine returned no output", attempt), **base}
     parsed = jt.parse_judgement(generation.output, item.personal, item.proactive)
@@ -186,7 +209,8 @@ def _read(item: Item, generation: Any, attempt: int, prompt_tokens: int) -> dict
 def _failure(item: Item, reason: str, attempt: int) -> dict[str, Any]:
     return {"sample_id": item.sample_id, "judge_procedure": None, "judge_personalization": None,
             "judge_proactivity": None, "judge_keypoints": None, "judge_error": reason, "judge_attempts": attempt + 1,
-            "judge_prompt_tokens": None, "judge_output_tokens": None, "judge_output": None}
+            "judge_prompt_tokens": None, "judge_output_tokens": None, "judge_analysis_chars": item.analysis_chars,
+            "judge_output": None}
 
 
 SOLVER = JudgeSolver()

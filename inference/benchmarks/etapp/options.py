@@ -33,6 +33,9 @@ class EtappOptions(DatasetConfig):
     max_calls_per_case: int = 50
     max_tokens_per_call: int = 16384
     """Prompt + answer tokens one call may use; beyond it the case ends (upstream's guard)."""
+    episodes_per_batch: Optional[int] = None
+    """Episodes driven together, turn by turn, in one batched generate per turn; None: all of them
+    (fastest). 1 runs one case to its end before the next starts, as upstream does."""
     state: str = "tool"
     """tool: upstream's per-tool tables, fresh per case; app: one state per app, fresh per case;
     sequential: upstream's per-tool tables kept across a user's cases, in file order."""
@@ -42,7 +45,8 @@ class EtappOptions(DatasetConfig):
     """A folder of upstream ETAPP `<User>_instruction.json` files: judge those trajectories instead
     of running an agent (name one setting and one method: the files do not say which)."""
     judge_analysis_chars: int = 300
-    """maxLength of every analysis string in the judge's JSON schema (enters the judge's requests)."""
+    """The most characters of an analysis string in the judge's guided schema; lowered per case so the
+    longest answer fits roles.judge.decoding.max_new_tokens (recorded as judge_analysis_chars)."""
     judge_retries: int = 1
     """Extra judge attempts for an answer that does not parse, each with analysis strings half as long."""
 
@@ -59,6 +63,8 @@ class EtappOptions(DatasetConfig):
                     "judge_analysis_chars"):
             if getattr(self, key) < 1:
                 found.append(f"dataset.{key} must be an integer >= 1, got {getattr(self, key)}")
+        if self.episodes_per_batch is not None and self.episodes_per_batch < 1:
+            found.append(f"dataset.episodes_per_batch must be an integer >= 1 or null (all), got {self.episodes_per_batch}")
         if self.judge_retries < 0:
             found.append(f"dataset.judge_retries must be an integer >= 0, got {self.judge_retries}")
         return found
