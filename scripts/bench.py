@@ -1,4 +1,4 @@
-"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups.
+"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop.
 
 Every figure goes to bench.json with its unit, the machine, package versions and the
 command. Short timings are medians of repeats; ratios come from runs made side by side
@@ -25,7 +25,8 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar,dtype,cache"
+ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp"
+ETAPP_SLICE = {"users": "James_Harrington,John_Doe", "instructions": "1,7,8"}
 CACHE_SIZES = (10_000, 100_000, 1_000_000)
 # rows per Parquet part: big parts build a 1M cache in seconds (and are the old store's best case);
 # shard-sized parts (engine.shard_size's default) are what sweeps really leave in a cache
@@ -94,6 +95,36 @@ def bench_end_to_end(data: Path, out: Path, records: int) -> dict[str, Any]:
     result["speedup"] = figure(result["paper_pipeline"]["generate_wall"]["value"] /
                                result["toolsweep"]["generate_wall"]["value"], "x", note="paper wall / toolsweep wall")
     return result
+
+
+# ---------------------------------------------------------------- ETAPP's agent loop
+def bench_etapp(data: Path, out: Path, users: str, instructions: str, max_turns: int | None) -> dict[str, Any]:
+    """ETAPP's agent on one slice (every method and setting, ETAPP defaults, the embedded model,
+    no cache, judge off: it is the same either way), toolsweep's loop (every live episode in one
+    batched generate per turn) against upstream's order (each case runs to its end before the
+    next starts: dataset.episodes_per_batch=1), same engine, side by side."""
+    common = ["dataset=etapp", f"dataset.path={data}", f"dataset.users=[{users}]",
+              f"dataset.instructions=[{instructions}]", "roles.judge.enabled=false",
+              *([f"dataset.max_turns={max_turns}"] if max_turns else [])]
+    result = {"slice": {"users": users, "instructions": instructions, "max_turns": max_turns or "default (20)"}}
+    for name, extra in (("batched", []), ("one_case_at_a_time", ["dataset.episodes_per_batch=1"])):
+        facts = run_cli(out / f"etapp-{name}", [*common, *extra])
+        result[name] = _agent_figures(facts, out / f"etapp-{name}")
+    result["speedup"] = figure(result["one_case_at_a_time"]["agent_wall"]["value"] /
+                               result["batched"]["agent_wall"]["value"], "x",
+                               note="one-case-at-a-time agent wall / batched agent wall")
+    return result
+
+
+def _agent_figures(facts: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    import polars as pl
+
+    samples = pl.read_parquet(run_dir / "samples.parquet")
+    return {"episodes": samples.height,
+            "agent_wall": figure(facts["wall_s"]["solve_0"], "s", note="the agent solver, model load included"),
+            "command_wall": figure(facts["command_wall_s"], "s"),
+            "model_calls": figure(samples["model_calls"].sum(), "calls"),
+            "end_reasons": samples["end_reason"].value_counts(sort=True).to_dicts()}
 
 
 # ---------------------------------------------------------------- dtype and the prefill bound
@@ -372,6 +403,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench")
     parser.add_argument("--records", type=int, default=4, help="PEToolBench records per setting, end to end")
     parser.add_argument("--schemas", type=int, default=None, help="distinct schemas to compile (default all)")
+    parser.add_argument("--etapp", type=Path, default=REPO.parent / "shared/data/etapp", help="the ETAPP folder")
+    parser.add_argument("--etapp-users", default=ETAPP_SLICE["users"])
+    parser.add_argument("--etapp-instructions", default=ETAPP_SLICE["instructions"])
+    parser.add_argument("--etapp-max-turns", type=int, default=None, help="default: ETAPP's (20)")
     parser.add_argument("--only", default=ALL, help=f"comma-separated sections to (re)measure, of {ALL}")
     args = parser.parse_args(argv)
     if set(args.only.split(",")) - {"cache"}:  # the cache section needs no model
@@ -385,7 +420,9 @@ def main(argv: list[str] | None = None) -> None:
     sections = {"prompts": lambda: bench_prompts(args.data, 3), "overhead": lambda: bench_overhead(args.out),
                 "end_to_end": lambda: bench_end_to_end(args.data, args.out, args.records),
                 "grammar": lambda: bench_grammar(args.data, args.schemas),
-                "dtype": lambda: bench_dtype(args.out), "cache": lambda: bench_cache(args.out)}
+                "dtype": lambda: bench_dtype(args.out), "cache": lambda: bench_cache(args.out),
+                "etapp": lambda: bench_etapp(args.etapp, args.out, args.etapp_users, args.etapp_instructions,
+                                             args.etapp_max_turns)}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}
@@ -429,7 +466,7 @@ def format_report(report: dict[str, Any]) -> str:
         elif isinstance(node, (int, float, str)):
             lines.append(f"| {prefix} | {node} |")
 
-    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache"):
+    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache", "etapp"):
         if section in report:
             walk(section, report[section])
     return "\n".join(lines)

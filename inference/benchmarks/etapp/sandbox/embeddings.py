@@ -10,6 +10,7 @@ and every embedding are kept for the process: every case's sandbox ranks the sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from functools import lru_cache
@@ -59,6 +60,22 @@ def _model() -> tuple[Any, Any]:
     tokenizer.no_padding()
     tokenizer.enable_truncation(MAX_TOKENS)
     return session, tokenizer
+
+
+@lru_cache(maxsize=1)
+def model_facts() -> dict[str, str]:
+    """What run.json records of the search model: its package versions and the files' SHA-256,
+    so a run's rankings can be traced to the exact weights and vocabulary."""
+    facts = {"model": VERSION}
+    for package, name in ((MODEL_PACKAGE, MODEL_FILE), (TOKENIZER_PACKAGE, TOKENIZER_ZIP)):
+        path = _package_file(package, name)
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        facts[f"{name}_sha256"] = digest.hexdigest()
+        facts[f"{package}_version"] = metadata.version(package)
+    return facts
 
 
 @lru_cache(maxsize=4096)
