@@ -25,11 +25,12 @@ class Email:
         self._sent = pd.to_datetime(self._emails["timestamp"], format=TIME_FORMAT)
 
     def send_email(self, receiver, subject, content, attachments=None):
-        # Upstream normalises before it validates (spec correction 6): the content is stripped
-        # before the subject is checked, every address before it is matched, and a value that is
-        # no string fails inside the strip with Python's own message.
-        content = content.strip()
-        if not subject.strip():
+        # Upstream normalises before it validates (spec correction 6): the subject and then the
+        # content are stripped before either is checked, every address before it is matched, and a
+        # value that is no string fails inside the strip with Python's own message (the subject's
+        # first when both are bad).
+        subject, content = subject.strip(), content.strip()
+        if not subject:
             return {"status": "failure", "message": "Subject cannot be empty."}
         if not content:
             return {"status": "failure", "message": "Content cannot be empty."}

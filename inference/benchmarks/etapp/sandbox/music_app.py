@@ -18,7 +18,8 @@ class MusicStreamingApp:
     def play_music(self, music_name, volume_level):
         # Literal, case-insensitive substring on the title (upstream: a regex); the most annotated
         # match wins, the first in catalogue order on a tie. The volume is not checked, as upstream.
-        wanted = re.compile(re.escape(music_name), re.IGNORECASE)
+        # Upstream lower-cases the name before matching: a non-string fails there, in Python's words.
+        wanted = re.compile(re.escape(music_name.lower()), re.IGNORECASE)
         matches = [track for track in self._env.data.music if wanted.search(track.title)]
         if not matches:
             return {"status": "failure", "message": f"Error: Music track '{music_name}' not found in the database."}

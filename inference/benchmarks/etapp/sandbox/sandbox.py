@@ -34,6 +34,13 @@ TOOL_CLASSES: dict[str, type] = {name: cls for name in TOOL_NAMES for cls in APP
 """Tool name -> the class that implements it, in TOOL_NAMES order."""
 STATES = ("tool", "app")
 PREFERENCES_HEADER = "\nCorresponding preferences related to the tools you retrieve:\n"
+EXECUTOR = "ToolManager.api_call()"
+"""Upstream passes the arguments through its tool manager's `api_call(self, tool_name, **kwargs)`,
+so Python words some failures after that method rather than the tool."""
+EXECUTOR_MODULE = "PLA.toolkit.tool_manager."
+"""The module upstream's executor lives in (its package is imported as PLA.toolkit), which Python
+puts before the method in the `**` mapping error."""
+EXECUTOR_PARAMETERS = ("self", "tool_name")
 
 
 class Sandbox:
@@ -60,13 +67,13 @@ class Sandbox:
 
     def call(self, name: str, arguments: Any, *, e_react: bool = False) -> Observation:
         """Run one tool call as upstream's executor: `tool(**arguments)`, any exception's message as
-        the observation, the result as JSON cut to 8192 characters."""
+        the observation (whole), the result as JSON cut to 8192 characters."""
+        # Python binds the arguments to upstream's executor before it looks the tool up.
+        refused = _executor_refusal(arguments)
+        if refused is not None:
+            return Observation(refused, True)
         if not isinstance(name, str) or name not in TOOL_CLASSES:
-            return Observation(cap(f"invalid tool name {name}.", e_react=e_react), True)
-        if not isinstance(arguments, Mapping):
-            # Python's own wording for f(**x), without our module path (upstream's differs anyway).
-            return Observation(cap(f"{TOOL_CLASSES[name].__name__}.{name}() argument after ** must be a mapping, "
-                                   f"not {type(arguments).__name__}", e_react=e_react), True)
+            return Observation(f"invalid tool name {name}.", True)
         try:
             result = getattr(self._app(name), name)(**arguments)
             error = isinstance(result, Failed) or failed_status(result)
@@ -77,7 +84,8 @@ class Sandbox:
         except ToolsweepError:
             raise  # the data is broken, not the call: stop the run, do not show it to the agent
         except Exception as exc:  # noqa: BLE001 -- upstream shows every exception's message to the agent
-            return Observation(cap(str(exc), e_react=e_react), True)
+            # Not cut: upstream's cap (and E-ReAct's slice) applies to a serialised result only.
+            return Observation(str(exc), True)
         return Observation(cap(text, e_react=e_react), error)
 
     def _app(self, name: str) -> Any:
@@ -96,3 +104,19 @@ class Sandbox:
                 seen.add(domain)
                 preferences.append(profile[domain])
         return repr(result) + PREFERENCES_HEADER + repr(preferences)
+
+
+
+def _executor_refusal(arguments: Any) -> str | None:
+    """The error Python raises while binding the arguments to upstream's executor, before any tool
+    runs, in the order it checks: a non-mapping, a non-string key, then a key that names one of
+    the executor's own parameters (the first such key in the call's order)."""
+    if not isinstance(arguments, Mapping):
+        return (f"{EXECUTOR_MODULE}{EXECUTOR} argument after ** must be a mapping, "
+                f"not {type(arguments).__name__}")
+    if not all(isinstance(key, str) for key in arguments):
+        return "keywords must be strings"
+    for key in arguments:
+        if key in EXECUTOR_PARAMETERS:
+            return f"{EXECUTOR} got multiple values for argument '{key}'"
+    return None

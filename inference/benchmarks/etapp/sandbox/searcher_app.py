@@ -86,6 +86,10 @@ class Tool_And_History_Searcher:  # noqa: N801 -- upstream's class name, shown i
     def get_tool_doc(self, tools_name):
         wanted = [tools_name] if isinstance(tools_name, str) else tools_name
         # Registry order, not request order; unknown names and the two search tools are left out.
-        docs: dict[str, Any] = {name: entry for name, entry in self._configs.items()
-                                if name not in SEARCH_TOOLS and name in wanted}
+        # The request is iterated, as upstream, so a number or null fails as "'int' object is not
+        # iterable" (a membership test would word it differently).
+        docs: dict[str, Any] = {}
+        for name, entry in self._configs.items():
+            if name not in SEARCH_TOOLS and any(name == asked for asked in wanted):
+                docs[name] = entry
         return {"status": "success", "data": docs}

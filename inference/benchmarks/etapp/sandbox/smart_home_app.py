@@ -55,15 +55,20 @@ class SmartAppliance:
         self._env = env
 
     def control_curtains_in_home(self, open):  # noqa: A002 -- upstream's parameter name
-        # Validated as given (so "true" fails), then capitalised (so a JSON boolean fails there).
-        if str(open) not in ("True", "False"):
+        # Upstream capitalises first, so any non-string fails there with Python's message, and then
+        # validates the value as given, so "true" fails although its capitalised form would pass.
+        open.capitalize()
+        if open not in ("True", "False"):
             raise ValueError("The open must be 'True' or 'False'.")
-        return _success("Curtains opened." if open.capitalize() == "True" else "Curtains closed.")
+        return _success("Curtains opened." if open == "True" else "Curtains closed.")
 
     def control_bathtub_in_home(self, fill, water_level=None, temperature=None, keep_temperature="False"):
-        fill, keep_temperature = fill.capitalize(), keep_temperature.capitalize()
+        # One flag at a time, as upstream: `fill` is normalised and checked before `keep_temperature`
+        # is touched, so a bad fill is reported even when keep_temperature is no string.
+        fill = fill.capitalize()
         if fill not in ("True", "False"):
             raise ValueError("The fill must be 'True' or 'False'.")
+        keep_temperature = keep_temperature.capitalize()
         if keep_temperature not in ("True", "False"):
             raise ValueError("The keep_temperature must be 'True' or 'False'.")
         filling = fill == "True"

@@ -35,11 +35,12 @@ class WeatherData:
         start = datetime.strptime(start_time, DATE_FORMAT)
         if location not in self._weather:
             return {"status": "error", "message": "Location not found"}
-        first = start.strftime(DATE_FORMAT)
-        if first not in self._weather[location]:
+        # The start date is looked up as written (correction 9): an unpadded "2024-9-8" parses but is
+        # not a key, so it is "not found" although the padded day exists.
+        if start_time not in self._weather[location]:
             return {"status": "error", "message": "start_Time not found for the given location"}
         end = datetime.strptime(end_time, DATE_FORMAT)
         if end < start:
             return None  # upstream's loop never runs and the method returns nothing: null
         # Upstream returns inside its loop over the range: only the start date, whatever the end.
-        return {"status": "success", "data": [self._day(location, first)]}
+        return {"status": "success", "data": [self._day(location, start_time)]}
