@@ -12,17 +12,23 @@ from typing import Any
 
 CORRECT, PREFERENCE_MISS, FUNCTION_MISS = "correct", "preference_miss", "function_miss"
 NOT_A_CANDIDATE, UNPARSED, FAILED = "not_a_candidate", "unparsed", "failed"
-TOOL_OUTCOMES = (CORRECT, PREFERENCE_MISS, FUNCTION_MISS, NOT_A_CANDIDATE, UNPARSED, FAILED)
+PRIOR_CHOICE = "prior_choice"
+"""Under dataset.history=swap: the gold of the unswapped record, so the answer did not follow the
+history (the model kept the provider it prefers anyway)."""
+TOOL_OUTCOMES = (CORRECT, PRIOR_CHOICE, PREFERENCE_MISS, FUNCTION_MISS, NOT_A_CANDIDATE, UNPARSED, FAILED)
 MISSING_KEY, EXTRA_KEY, WRONG_VALUE, TYPE_ONLY = "missing_key", "extra_key", "wrong_value", "type_only"
 PARAM_OUTCOMES = (CORRECT, MISSING_KEY, EXTRA_KEY, WRONG_VALUE, TYPE_ONLY)
 
 
 def tool_outcome(tool: Any, gold: str | None, same_function: list[str] | None,
-                 candidates: list[str] | None) -> str | None:
+                 candidates: list[str] | None, prior_gold: str | None = None) -> str | None:
     """The outcome of a parsed answer's tool; None when the record lacks the sets to tell
-    (a run written before the loader added them)."""
+    (a run written before the loader added them). `prior_gold`: the unswapped gold of a
+    dataset.history=swap sample."""
     if tool == gold:
         return CORRECT
+    if prior_gold is not None and tool == prior_gold:
+        return PRIOR_CHOICE
     if same_function is None or candidates is None:
         return None
     if tool in same_function:

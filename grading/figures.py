@@ -11,13 +11,14 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
-from grading.diagnosis import CORRECT, FAILED, FUNCTION_MISS, NOT_A_CANDIDATE, PREFERENCE_MISS, UNPARSED
+from grading.diagnosis import (CORRECT, FAILED, FUNCTION_MISS, NOT_A_CANDIDATE, PREFERENCE_MISS, PRIOR_CHOICE,
+                               UNPARSED)
 from grading.plots import new_figure
 from grading.scoring import SHARE, Metric
 
 UNDIAGNOSED = "not diagnosed"
 """A wrong tool in a run written before the loader gave the same-function and candidate sets."""
-OUTCOME_COLOURS = {CORRECT: "#2ca02c", PREFERENCE_MISS: "#ff7f0e", FUNCTION_MISS: "#d62728",
+OUTCOME_COLOURS = {CORRECT: "#2ca02c", PRIOR_CHOICE: "#bcbd22", PREFERENCE_MISS: "#ff7f0e", FUNCTION_MISS: "#d62728",
                    NOT_A_CANDIDATE: "#9467bd", UNPARSED: "#7f7f7f", FAILED: "#1f1f1f", UNDIAGNOSED: "#c7c7c7"}
 _SMALL_COLOUR, _COLOUR = "#8c8c8c", "tab:blue"
 _HISTORY_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from inference.benchmarks import benchmark_names, get_benchmark, load_dataset
 from inference.config import NATIVE_FORMAT
-from inference.errors import DatasetError
+from inference.errors import ConfigError, DatasetError
 from inference.toolcalls import CALL_FORMATS, DEFAULT_PARSER
 
 # A native answer that declines: text with no tool call.
@@ -42,6 +43,20 @@ def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DE
     return samples.select("sample_id").with_columns(pl.Series("output", outputs, dtype=pl.String))
 
 
+def with_history(samples: pl.DataFrame, benchmark: Any, history: str, seed: int) -> pl.DataFrame:
+    """The samples as a run with dataset.history=`history` sees them (and grades them)."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(benchmark.options)}
+    if "history" not in fields or benchmark.select is None:
+        raise ConfigError(f"{benchmark.name} has no dataset.history option; leave --history out")
+    options = benchmark.options(name=benchmark.name, path="", history=history, history_seed=seed)
+    problems = options.problems()
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return benchmark.select(samples, options)
+
+
 def write_predictions(predictions: pl.DataFrame, path: Path) -> Path:
     """Write `{sample_id, output}` rows as JSONL (or Parquet for a .parquet path)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N records of each setting")
     parser.add_argument("--format", choices=("benchmark", NATIVE_FORMAT), default=None,
                         help="answer format (default: the benchmark's, as prompt.format)")
+    parser.add_argument("--history", default=None,
+                        help="the benchmark's dataset.history (e.g. swap: the counterfactual gold), as a run sets it")
+    parser.add_argument("--history-seed", type=int, default=0, help="its dataset.history_seed")
     parser.add_argument("--tool-parser", choices=sorted(CALL_FORMATS), default=DEFAULT_PARSER,
                         help="native format: the family whose call format to write (default hermes)")
     args = parser.parse_args(argv)
@@ -71,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         benchmark = get_benchmark(args.dataset)
         settings = args.settings.split(",") if args.settings else benchmark.settings
         samples = load_dataset(args.dataset, args.dataset_path, settings, args.limit)
-    except DatasetError as exc:
+        if args.history is not None:
+            samples = with_history(samples, benchmark, args.history, args.history_seed)
+    except (DatasetError, ConfigError) as exc:
         parser.exit(2, f"toolsweep-gold: error: {exc}\n")
     fmt = args.format or benchmark.prompt_format
     print(write_predictions(gold_outputs(samples, fmt, args.tool_parser), args.out))

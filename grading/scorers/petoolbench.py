@@ -33,7 +33,7 @@ FIELDS: dict[str, pl.DataType] = {
 WRONG = {"valid": False, "tool": None, "params": None, "tool_ok": False, "params_ok": False,
          "param_score": 0.0, "call_ok": False, "param_outcome": None, "param_keys": None}
 # Written by the loader (inference/benchmarks/petoolbench.py); older tables lack them.
-LOADER_INPUTS = ("same_func_tools", "candidate_tools", "history_length", "num_tools_combined")
+LOADER_INPUTS = ("same_func_tools", "candidate_tools", "history_length", "num_tools_combined", "prior_gold_tool")
 
 
 def gold_category(row: dict[str, Any]) -> str | None:
@@ -75,7 +75,7 @@ def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
     return {"valid": True, "tool": tool, "params": canonical_json(parsed.parameters), "tool_ok": tool_ok,
             "params_ok": params_ok, "param_score": float(params_ok), "call_ok": tool_ok and params_ok,
             "tool_outcome": tool_outcome(parsed.tool_name, row["gold_tool"], _names(row, "same_func_tools"),
-                                         _names(row, "candidate_tools")),
+                                         _names(row, "candidate_tools"), row.get("prior_gold_tool")),
             "param_outcome": outcome, "param_keys": None if keys is None else json.dumps(keys)}
 
 

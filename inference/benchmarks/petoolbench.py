@@ -158,11 +158,11 @@ class PEToolBenchOptions(DatasetConfig):
 
     settings: list[str] = field(default_factory=lambda: list(SETTINGS))
     history: str = "full"
-    """History ablation: full, none, last_k, shuffled."""
+    """History ablation: full, none, last_k, shuffled, swap (the counterfactual history)."""
     history_k: int = 5
     """dataset.history=last_k: how many of the most recent items to keep."""
     history_seed: int = 0
-    """dataset.history=shuffled: the seed of the orders (one per record)."""
+    """dataset.history=shuffled / swap: the seed of the orders / of the alternatives (one per record)."""
     drop_ratings: bool = False
     """Remove every history item's `rating` (the `r` setting's signal)."""
 
