@@ -113,16 +113,22 @@ def answer_skeletons(personal: Sequence[str], proactive: Sequence[str]) -> tuple
     return tuple(json.dumps(answer, separators=(",", ":"), ensure_ascii=a) for a in (False, True))
 
 
-def fitting_analysis_chars(personal: Sequence[str], proactive: Sequence[str], skeleton_tokens: int,
-                           max_new_tokens: int, wanted: int) -> int:
-    """The analysis cap (at most `wanted`) under which the longest guided answer fits
-    `max_new_tokens`; 0 when not even empty analyses fit.
+def skeleton_bytes(personal: Sequence[str], proactive: Sequence[str]) -> int:
+    """The bytes of the answer's fixed text (keys, punctuation, one-digit scores), in its longer spelling."""
+    return max(len(text.encode()) for text in answer_skeletons(personal, proactive))
 
-    The longest answer is the skeleton (`skeleton_tokens`, counted by the judge's tokenizer) plus
-    every analysis at the cap, plus the end of sequence. An analysis character is one byte
-    (ANALYSIS_CHARS) and every token decodes to at least one byte, so the analyses cannot take
-    more tokens than their characters whatever tokens the judge picks."""
-    room = max_new_tokens - skeleton_tokens - 1
+
+def fitting_analysis_chars(personal: Sequence[str], proactive: Sequence[str], max_new_tokens: int,
+                           wanted: int) -> int:
+    """The analysis cap (at most `wanted`) under which the longest guided answer fits
+    `max_new_tokens` whatever tokens the judge picks; 0 when not even empty analyses fit.
+
+    Every token a guided backend may emit decodes to at least one byte, so an answer of B bytes
+    takes at most B tokens, plus one for the end of sequence. The longest answer is the skeleton
+    plus every analysis at the cap, an analysis character being one byte (ANALYSIS_CHARS). The
+    skeleton is counted in bytes, not in the tokenizer's own tokens: a guided model may spell a
+    forced key in smaller tokens than its tokenizer would (seen with the embedded model)."""
+    room = max_new_tokens - skeleton_bytes(personal, proactive) - 1
     return max(min(wanted, room // analysis_count(personal, proactive)), 0)
 
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from grading.etapp_rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count, analysis_pattern,
-                                  answer_skeletons, fitting_analysis_chars, judge_prompt, judge_schema,
+                                  answer_skeletons, fitting_analysis_chars, skeleton_bytes, judge_prompt, judge_schema,
                                   judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
 from grading.errors import GradingError
 from grading.grades import grade
@@ -129,14 +129,15 @@ def test_the_longest_guided_answer_is_the_skeleton_plus_every_analysis_at_its_ca
     assert json.loads(raw) == json.loads(escaped) and len(escaped) >= len(raw)
     count = analysis_count(PERSONAL, PROACTIVE)
     assert count == (len(PROCEDURE_KEYS) + 1) + (2 + 1) + (2 + 1), "one per unique key point and one per dimension"
-    cap = fitting_analysis_chars(PERSONAL, PROACTIVE, len(raw), 1000, 300)
-    assert cap == min(300, (1000 - len(raw) - 1) // count)
+    assert skeleton_bytes(PERSONAL, PROACTIVE) == len(escaped.encode())
+    cap = fitting_analysis_chars(PERSONAL, PROACTIVE, 1000, 300)
+    assert cap == min(300, (1000 - len(escaped) - 1) // count)
     longest = raw.replace('"analysis":""', '"analysis":"' + "~" * cap + '"').replace(
         '"anlysis":""', '"anlysis":"' + "~" * cap + '"').replace('"Analysis":""', '"Analysis":"' + "~" * cap + '"')
     assert len(longest.encode()) == len(raw) + count * cap <= 1000 - 1
     assert jsonschema.Draft202012Validator(judge_schema(PERSONAL, PROACTIVE, cap)).is_valid(
         json.loads(longest.replace(":0}", ":2}")))
-    assert fitting_analysis_chars(PERSONAL, PROACTIVE, len(raw), 50, 300) == 0, "not even empty analyses fit"
+    assert fitting_analysis_chars(PERSONAL, PROACTIVE, 50, 300) == 0, "not even empty analyses fit"
 
 
 @pytest.mark.parametrize("chars", [0, -5, 2.5, True, "600"])

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # the judge's prompts is the suite's largest single cost. No cross-run cache.
 SLICE = ["dataset=etapp", "dataset.methods=[fc]", "dataset.settings=[tool_given]", "dataset.max_turns=4",
          "decoding.max_new_tokens=32", "decoding.constraint=xgrammar", "dataset.judge_analysis_chars=8",
-         "roles.judge.decoding.max_new_tokens=1024", "engine.cache=false", "roles.judge.engine.cache=false"]
+         "roles.judge.decoding.max_new_tokens=1536", "engine.cache=false", "roles.judge.engine.cache=false"]
 SMOKE = [*SLICE, "dataset.users=[James_Harrington,John_Doe]", "dataset.instructions=[1]"]
 # The killed run resumes from its own run dir. One request per shard gives each phase a middle to
 # be killed in, and makes every generation's numerics independent of what was batched with it (on
@@ -55,6 +55,9 @@ def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, eta
     samples = pl.read_parquet(finished / "samples.parquet")
     assert samples.height == 2 and samples["end_reason"].null_count() == 0, "every case ends with a reason"
     assert samples["judge_error"].null_count() == 2, samples["judge_error"].to_list()
+    judged = pl.read_parquet(finished / "judgements.parquet")
+    assert judged["judge_attempts"].to_list() == [1, 1] and judged["judge_output_tokens"].max() < 1536, \
+        "every guided answer fits its budget at the first attempt"
     for column in ("judge_procedure", "judge_personalization", "judge_proactivity"):
         assert samples[column].is_between(0, 5).all()
     trajectories = pl.read_parquet(finished / "trajectories.parquet")

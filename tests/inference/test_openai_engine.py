@@ -174,7 +174,7 @@ def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, 
     common = ["dataset=etapp", f"dataset.path={etapp_data}", *one_case("James_Harrington", 1)[:-1], "engine=script",
               f"engine.script={script}", f"roles.judge.model.path={tiny_model}", "roles.judge.model.embedded=false",
               "roles.judge.model.dtype=float32", "roles.judge.decoding.constraint=outlines",
-              "roles.judge.decoding.max_new_tokens=1024", "dataset.judge_analysis_chars=8", "dataset.judge_retries=0",
+              "roles.judge.decoding.max_new_tokens=1536", "dataset.judge_analysis_chars=8", "dataset.judge_retries=0",
               "roles.judge.engine.cache=false"]
     local = run_toolsweep(tmp_path / "local", [*common, "roles.judge.engine.cpu_kvcache_gib=0.0625"], env=scratch_env)
     assert local.returncode == 0, local.stderr[-3000:]

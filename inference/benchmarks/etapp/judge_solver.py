@@ -171,8 +171,7 @@ def _request(item: Item, attempt: int, chars: int, generator: Any, max_len: int,
         return (f"{JUDGE_TOO_LONG}: the judge prompt does not fit roles.judge.model's context ({max_len} tokens) "
                 f"with roles.judge.decoding.max_new_tokens={max_new}")
     # Under guided decoding the longest possible answer fits max_new by construction, so none is cut.
-    fitting = jt.fitting_analysis_chars(item.personal, item.proactive, skeleton_tokens(item, generator), max_new,
-                                        chars)
+    fitting = jt.fitting_analysis_chars(item.personal, item.proactive, max_new, chars)
     if fitting < 1:
         return (f"{JUDGE_TOO_LONG}: an answer for {len(item.personal)}+{len(item.proactive)} key points needs more "
                 f"than roles.judge.decoding.max_new_tokens={max_new} tokens even with empty analyses; raise it")
@@ -180,15 +179,6 @@ def _request(item: Item, attempt: int, chars: int, generator: Any, max_len: int,
     schema = compact_json(jt.judge_schema(item.personal, item.proactive, fitting))
     return Request(sample_id=f"judge/{item.sample_id}@{attempt}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema)
-
-
-def skeleton_tokens(item: Item, generator: Any) -> int:
-    """The judge tokenizer's count of the answer's fixed text (its keys and punctuation), in the
-    longer of its two spellings; its bytes (no token is shorter) for an engine with no tokenizer."""
-    texts = jt.answer_skeletons(item.personal, item.proactive)
-    if generator.tokenizer is None:
-        return max(len(text.encode()) for text in texts)
-    return max(len(generator.tokenizer.encode(text, add_special_tokens=False)) for text in texts)
 
 
 def _read(item: Item, generation: Any, attempt: int, prompt_tokens: int) -> dict[str, Any]:
