@@ -38,6 +38,13 @@ FLIP_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String, "setting": pl.String, "parser": pl.String, "metric": pl.String,
     "direction": pl.String,
 }
+MOVES_SCHEMA: dict[str, pl.DataType] = {
+    "setting": pl.String, "parser": pl.String, "n": pl.Int64, "a_right": pl.Int64, "moved": pl.Int64,
+    "stayed": pl.Int64, "moved_share": pl.Float64,
+}
+"""A full run against its dataset.history=swap twin: per setting and reading, of the n samples in
+both, a_right answered A's gold, moved answered A's gold in A and B's (swapped) gold in B, stayed
+answered A's gold in B too (`prior_choice`); moved_share = moved / a_right."""
 # How many unmatched ids an error message lists per side; the counts are always given.
 _LISTED_IDS = 20
 
@@ -59,12 +66,51 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
         if frame.height == 0:
             raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
     scorer = _same_scorer(samples_a, samples_b)
+    samples_a, samples_b = _swap_pairs(samples_a, samples_b)
     paired = _pair(samples_a, samples_b, scorer)
     rows = [_compare_cell(frame, label, p, m)
             for label, frame in report_groups(paired, scorer) for p in scorer.readings for m in scorer.metrics]
     defined = (pl.col("n") > 0) & (pl.col("acc_a").is_not_null() | pl.col("acc_b").is_not_null())
     comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row").filter(defined)
     return comparison, _flips(paired, scorer)
+
+
+def swapped(frame: pl.DataFrame) -> bool:
+    """A dataset.history=swap run: its samples keep the unswapped gold."""
+    return "prior_gold_tool" in frame.columns and frame["prior_gold_tool"].null_count() < frame.height
+
+
+def _swap_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A swap run leaves out samples with no counterfactual: its twin is compared on the samples
+    both hold (saying how many it drops); any other pair is compared as it is."""
+    if swapped(samples_a) == swapped(samples_b):
+        return samples_a, samples_b
+    common = set(samples_a["sample_id"]) & set(samples_b["sample_id"])
+    dropped = samples_a.height + samples_b.height - 2 * len(common)
+    if dropped:
+        print(f"toolsweep-compare: one run has dataset.history=swap; comparing the {len(common)} samples both hold "
+              f"({dropped} without a counterfactual left out)", file=sys.stderr)
+    keep = pl.col("sample_id").is_in(list(common))
+    return samples_a.filter(keep), samples_b.filter(keep)
+
+
+def history_moves(samples_a: pl.DataFrame, samples_b: pl.DataFrame, readings: tuple[str, ...]) -> pl.DataFrame:
+    """How often B's answer moved with its swapped history (B is the swap run); empty unless
+    exactly B is one."""
+    if not swapped(samples_b) or swapped(samples_a):
+        return pl.DataFrame(schema=MOVES_SCHEMA)
+    rows = []
+    for parser in readings:
+        tool = f"{parser}_tool"
+        pairs = samples_a.select("sample_id", "setting", pl.col(tool).alias("a"), pl.col("gold_tool").alias("a_gold")).join(
+            samples_b.select("sample_id", pl.col(tool).alias("b"), pl.col("gold_tool").alias("b_gold")), on="sample_id")
+        for setting, group in [*pairs.group_by("setting", maintain_order=True), (("all",), pairs)]:
+            right = group["a"] == group["a_gold"]
+            moved = int((right & (group["b"] == group["b_gold"])).sum())
+            a_right = int(right.sum())
+            rows.append((setting[0], parser, group.height, a_right, moved, int((group["b"] == group["a_gold"]).sum()),
+                         moved / a_right if a_right else None))
+    return pl.DataFrame(rows, schema=MOVES_SCHEMA, orient="row")
 
 
 def _same_scorer(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> Scorer:
@@ -210,10 +256,15 @@ def main(argv: list[str] | None = None) -> int:
         comparison, flips = compare_runs(samples_a, samples_b)
         out = args.out or _default_out(args.run_a, args.run_b)
         paths = write_comparison(comparison, flips, out, args.run_a, args.run_b)
+        moves = history_moves(samples_a, samples_b, scorer_of(samples_a).readings)
     except GradingError as exc:
         print(f"toolsweep-compare: error: {exc}", file=sys.stderr)
         return 2
     print(format_comparison(comparison, scorer_of(samples_a)))
+    if moves.height:
+        paths.append(write_table(moves, out / "history_moves.parquet", MOVES_SCHEMA, {}))
+        print("\nAnswers that moved with the swapped history (B), of those right in A:\n" + markdown_table(
+            list(moves.columns), [[str(v) if not isinstance(v, float) else f"{v:.1%}" for v in r] for r in moves.rows()]))
     print(f"\n{flips.height} flips; wrote " + ", ".join(str(p) for p in paths))
     return 0
 
