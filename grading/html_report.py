@@ -147,7 +147,18 @@ def run_facts(facts: Mapping[str, Any], scorer: str, samples: pl.DataFrame) -> l
              ("structured-output backend", facts.get("backend")), ("prompt format", prompt.get("format")),
              ("samples", f"{samples.height} ({failed} failed)"),
              ("wall time", _walls(walls)), ("throughput", _speed(speed)), ("commit", facts.get("commit"))]
-    return [(name, str(value)) for name, value in lines if value not in (None, "")]
+    return [(name, str(value)) for name, value in [*lines[:2], *_role_lines(facts), *lines[2:]] if value not in (None, "")]
+
+
+def _role_lines(facts: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every other model the numbers depend on (ETAPP's judge): scores compare only under it."""
+    lines = []
+    for name, role in (facts.get("roles") or {}).items():
+        if name != "model" and isinstance(role, Mapping):
+            model = role.get("model") or {}
+            lines.append((f"{name} model", f"{model.get('name')} ({model.get('path')}; engine {role.get('engine')}, "
+                                           f"constraint {role.get('constraint')})"))
+    return lines
 
 
 def _walls(walls: Mapping[str, Any]) -> str:

@@ -55,7 +55,7 @@ def make_samples(outcomes: dict[str, Sequence[str]]) -> pl.DataFrame:
                          "scorer": "petoolbench", "prompt_format": "benchmark", "calls": None,
                          "gold_in_schema": True, "schema_id": "s0", "history_dropped": 0,
                          "same_func_tools": None, "candidate_tools": None, "history_length": None,
-                         "num_tools_combined": None})
+                         "num_tools_combined": None, "prior_gold_tool": None})
     graded = grade(pl.DataFrame(rows))
     return graded.select([pl.col(c).cast(t) for c, t in SAMPLE_SCHEMA.items()])
 

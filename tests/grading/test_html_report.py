@@ -184,6 +184,12 @@ def test_run_report_facts_come_from_run_json(run_dir):
     facts = {"model": {"name": "given-model"}, "engine": "vllm", "wall_s": {"load": 1.0, "total": 3.25}}
     html = write_run_report(run_dir, facts).read_text(encoding="utf-8")
     assert "given-model on petoolbench" in html and "3.2 s (load 1.0 s)" in html and "prompts/s" not in html
+    judged = {**facts, "roles": {"model": {"model": {"name": "given-model"}},
+                                 "judge": {"model": {"name": "judge-7b", "path": "/models/judge-7b"},
+                                           "engine": "openai", "constraint": "xgrammar"}}}
+    html = write_run_report(run_dir, judged).read_text(encoding="utf-8")
+    assert "<dt>judge model</dt><dd>judge-7b (/models/judge-7b; engine openai, constraint xgrammar)</dd>" in html, \
+        "the judge the scores depend on is named beside the evaluated model"
 
 
 # (id, overrides per job, expected labels, reason)
