@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import jinja2
 import polars as pl
 
+from grading.case_view import CASES, case_page
 from grading.diagnosis import TOOL_OUTCOMES
 from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_figure
 from grading.files import atomic_write_text, read_facts, run_name, samples_file
@@ -50,8 +51,23 @@ def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> P
             "facts": run_facts(facts, scorer.name, samples),
             "headline": _table("headline", *metrics_cells(metrics, scorer)),
             "definitions": [(m.name, definition(m)) for m in scorer.metrics],
-            "outcomes": _outcomes(samples, scorer), "slices": _slices(slices, scorer)}
+            "outcomes": _outcomes(samples, scorer), "slices": _slices(slices, scorer),
+            "cases": _cases(run_dir, samples, scorer, page_title=f"{model} on {scorer.name}: cases")}
     return _render("run.html.j2", page, run_dir / REPORT)
+
+
+def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, page_title: str) -> dict[str, Any] | None:
+    """cases.html beside the report for a scorer with a case view and a run with trajectories;
+    what the report says of it."""
+    view = getattr(scorer, "cases", None)
+    cases = case_page(run_dir, samples, view) if view is not None else None
+    if cases is None:
+        return None
+    _render("cases.html.j2", {"title": page_title, "where": str(run_dir.resolve()), **cases}, run_dir / CASES)
+    ends: dict[str, int] = {}
+    for case in cases["cases"]:
+        ends[case["end"]] = ends.get(case["end"], 0) + 1
+    return {"href": CASES, "count": len(cases["cases"]), "ends": sorted(ends.items())}
 
 
 def definition(metric: Metric) -> str:

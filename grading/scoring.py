@@ -192,6 +192,8 @@ class RowScorer:
     """Subset name -> Boolean sample column (one of its inputs, so samples.parquet keeps it): every
     metrics table (run, re-grade, board, comparison) adds, after each setting's rows and after the
     pooled ones, `{setting}/{name}` rows over the samples where the column is true."""
+    cases: Any = None
+    """grading.case_view.CaseView: how report.html's cases.html shows a multi-turn run's cases."""
     count_columns: tuple[str, ...] = DEFAULT_COUNTS
     """The count columns its metrics table has (names of grading.metrics.COUNT_COLUMNS): only those
     that apply to its samples (gold_schema_coverage needs a gold tool and a tool schema)."""

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from grading.case_view import CaseView
 from grading.errors import GradingError
 from grading.scoring import SCORE, SHARE, Metric, RowScorer, mean, ratio
 
@@ -193,6 +194,8 @@ SCORER = RowScorer(
     subsets={"clean": "clean"},
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
     count_columns=("n_failed", "n_too_long"),
+    cases=CaseView(columns=("end_reason", "turns", *(f"judge_{d}" for d in DIMENSIONS)),
+                   scores=tuple(f"judge_{d}" for d in DIMENSIONS), judge_file="judgements.parquet"),
     description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
                 "with the paper's GPT-4o numbers), with key-point and process measures",
 )

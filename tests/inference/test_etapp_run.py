@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import REPO
 
+from tests.grading.test_html_report import browser  # noqa: F401 - the headless browser fixture
+
 pytestmark = pytest.mark.shared_data
 JAMES_ALARMS = ('{"status": "success", "data": [{"id": 2024090612399, "alarm_time": "2024-09-06 06:30:00", '
                 '"message": "Wake up and prepare for the day."}]}')
@@ -427,3 +429,54 @@ def test_run_json_names_the_search_models_files_by_hash(tmp_path, etapp_data):
     given = toolsweep(tmp_path / "given", etapp_data, one_case("John_Doe", 1),
                       [{"sample_id": "tool_given/fc/John_Doe-1", "turn": 1, "answer": "done"}])
     assert given.returncode == 0 and "search_tools_model" not in json.loads((tmp_path / "given" / "run.json").read_text())["etapp"]
+
+
+def test_every_case_is_readable_in_a_real_browser(tmp_path, etapp_data, browser):
+    """cases.html beside report.html: the index narrows by end reason and score band with CSS
+    alone, and a chosen case shows its query, turns (the reminder marked), calls, observations,
+    final answer and the judge's score and analysis per key point. Screenshot in tmp_path."""
+    from selenium.webdriver.common.by import By
+
+    from tests.grading.test_html_report import PNG_MAGIC, open_in_browser
+
+    fc, react = "tool_given/fc/James_Harrington-1", "tool_given/react/James_Harrington-1"
+    agent = [{"sample_id": fc, "turn": 1, "calls": [{"name": "get_today_weather", "arguments": {"location": "San Francisco"}}]},
+             {"sample_id": fc, "turn": 2, "answer": "Mild and dry today."},
+             {"sample_id": react, "turn": 1, "text": "Thought: let me think"},
+             {"sample_id": react, "turn": 2, "text": "Thought: still thinking"},
+             {"sample_id": react, "turn": 3, "text": "Thought: and thinking"}]
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text("".join(json.dumps(r) + "\n" for r in [*judge_script(etapp_data, [fc], 4),
+                                                            *judge_script(etapp_data, [react], 1)]))
+    args = [a if not a.startswith("dataset.methods") else "dataset.methods=[fc,react]"
+            for a in one_case("James_Harrington", 1)[:-1]]
+    done = toolsweep(tmp_path / "run", etapp_data, [*args, "dataset.max_turns=3", "engine@roles.judge.engine=script",
+                                                    f"roles.judge.engine.script={judge}"], agent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert 'href="cases.html"' in report and "finish 1, turn_cap 1" in report
+    shot = tmp_path / "cases.png"
+    seen = open_in_browser(browser, tmp_path / "run" / "cases.html", shot)
+    assert seen["errors"] == [] and seen["fetched"] == []
+    rows = lambda: [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#cases tbody tr") if r.is_displayed()]
+    assert rows() == [fc, react]
+    browser.find_element(By.CSS_SELECTOR, ".filters label[for='end-turn-cap']").click()
+    assert rows() == [react], "narrowed by end reason"
+    browser.find_element(By.CSS_SELECTOR, ".filters label[for='end-all']").click()
+    browser.find_element(By.CSS_SELECTOR, ".filters label[for='band-4-5']").click()
+    assert rows() == [fc], "narrowed by score band"
+    assert not browser.find_element(By.ID, "case-1").is_displayed(), "no case shown before one is chosen"
+    browser.find_element(By.LINK_TEXT, fc).click()
+    case = browser.find_element(By.ID, "case-1")
+    assert case.is_displayed() and not browser.find_element(By.ID, "case-2").is_displayed()
+    text = case.text
+    assert "Query." in text and "call: get_today_weather({'location': 'San Francisco'})" in text
+    assert "TURN 1 · OBSERVATION" in text and "Mild and dry today." in text
+    points = case.find_elements(By.CSS_SELECTOR, "table.points tbody tr")
+    assert len(points) >= 8 and all(p.find_elements(By.TAG_NAME, "td")[1].text in ("2", "4") for p in points)
+    browser.find_element(By.LINK_TEXT, "Back to the report").get_attribute("href").endswith("report.html")
+    browser.get((tmp_path / "run" / "cases.html").resolve().as_uri() + "#case-2")
+    reminder = browser.find_element(By.CSS_SELECTOR, "#case-2 .msg.reminder")
+    assert reminder.is_displayed() and "TURN 1 · REMINDER" in reminder.text
+    browser.set_window_size(1280, 1400)
+    assert browser.save_screenshot(str(shot)) and shot.read_bytes().startswith(PNG_MAGIC)

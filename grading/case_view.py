@@ -1,0 +1,143 @@
+"""cases.html: every case of a multi-turn run, readable offline (linked from report.html).
+
+A scorer that declares a `CaseView` gets it when its run wrote `trajectories.parquet` (one row per
+message: sample_id, index, turn, role, content, tool_calls, tool_name, arguments, observation,
+tool_error). The page has an index (the declared columns, narrowed by end reason and score band
+with radio buttons and CSS alone: no script) and, per case, its query, each turn (the model's
+text, its calls, the observations, reminders marked as such), the final answer and the judge's
+score and analysis for every key point. Message texts are cut at MESSAGE_CHARS.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import polars as pl
+
+TRAJECTORIES = "trajectories.parquet"
+CASES = "cases.html"
+MESSAGE_CHARS = 2000
+BANDS = (("0-1", 0.0, 2.0), ("2-3", 2.0, 4.0), ("4-5", 4.0, 5.01))
+UNSCORED = "unscored"
+
+
+@dataclass(frozen=True)
+class CaseView:
+    """How a multi-turn benchmark's cases are shown."""
+
+    columns: tuple[str, ...]
+    """samples.parquet columns of the index, after the sample id and setting."""
+    scores: tuple[str, ...]
+    """Integer score columns; a case's band is their mean (unscored when any is null)."""
+    end_column: str = "end_reason"
+    judge_file: str | None = None
+    """A Parquet file of the run with `sample_id` and the judge's raw answer, when there is a judge."""
+    judge_column: str = "judge_output"
+
+
+def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView) -> dict[str, Any] | None:
+    """The page's data, or None when the run wrote no trajectories."""
+    path = run_dir / TRAJECTORIES
+    if not path.is_file():
+        return None
+    messages = pl.read_parquet(path).sort("sample_id", "index", maintain_order=True)
+    by_case = {sid: group.to_dicts() for (sid,), group in messages.group_by("sample_id", maintain_order=True)}
+    answers = _judge_answers(run_dir, view)
+    rows = samples.to_dicts()
+    cases = [_case(number, row, by_case.get(row["sample_id"], []), answers.get(row["sample_id"]), view)
+             for number, row in enumerate(rows, 1)]
+    ends = sorted({(c["end_class"], c["end"]) for c in cases})
+    return {"cases": cases, "columns": ["case", "setting", *view.columns], "ends": ends,
+            "bands": [*(b[0] for b in BANDS), UNSCORED]}
+
+
+def _judge_answers(run_dir: Path, view: CaseView) -> dict[str, Any]:
+    if view.judge_file is None or not (run_dir / view.judge_file).is_file():
+        return {}
+    table = pl.read_parquet(run_dir / view.judge_file)
+    if view.judge_column not in table.columns:
+        return {}
+    return {sid: _json(text) for sid, text in table.select("sample_id", view.judge_column).iter_rows()}
+
+
+def _json(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _case(number: int, row: Mapping[str, Any], messages: list[dict[str, Any]], answer: Any,
+          view: CaseView) -> dict[str, Any]:
+    end = str(row.get(view.end_column) or "none")
+    return {"id": f"case-{number}", "sample_id": row["sample_id"], "end": end, "end_class": _token(end),
+            "band": _band(row, view),
+            "cells": [row["sample_id"], row.get("setting"), *(_cell(row.get(c)) for c in view.columns)],
+            "query": _query(messages), "turns": list(_turns(messages)), "answer": _cut(row.get("output")),
+            "points": list(judge_points(answer)) if answer is not None else [], "judge_error": row.get("judge_error")}
+
+
+def _token(text: str) -> str:
+    """A value usable in a class name and an id."""
+    return "".join(ch if ch.isalnum() else "-" for ch in text)
+
+
+def _band(row: Mapping[str, Any], view: CaseView) -> str:
+    values = [row.get(c) for c in view.scores]
+    if not values or any(v is None for v in values):
+        return UNSCORED
+    mean = sum(values) / len(values)
+    return next(name for name, low, high in BANDS if low <= mean < high)
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _cut(text: Any) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f" [... {len(text) - MESSAGE_CHARS} more characters]"
+
+
+def _query(messages: list[dict[str, Any]]) -> str:
+    """The first user message: the case's request."""
+    return next((_cut(m["content"]) for m in messages if m["role"] == "user"), "")
+
+
+def _turns(messages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every message after the system prompt and the query, each with what it is."""
+    seen_query = False
+    for message in messages:
+        if message["role"] == "system":
+            continue
+        if message["role"] == "user" and not seen_query:
+            seen_query = True
+            continue
+        yield {"turn": message.get("turn"), "kind": _kind(message), "text": _cut(message.get("content")),
+               "calls": _calls(message.get("tool_calls")), "error": bool(message.get("tool_error"))}
+
+
+def _kind(message: Mapping[str, Any]) -> str:
+    # After the query, a user message is the loop speaking: a reminder (or E-ReAct's execute turn).
+    return {"assistant": "model", "tool": "observation", "user": "reminder"}.get(message["role"], message["role"])
+
+
+def _calls(text: str | None) -> list[str]:
+    calls = _json(text) or []
+    return [f"{c.get('name') or '(no action)'}({c.get('arguments')})" for c in calls if isinstance(c, dict)]
+
+
+def judge_points(answer: Any, path: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """(where, analysis, score) for every scored object in a judge's answer, in its order: any
+    object with a `score` is one point, its other string values its analysis."""
+    if not isinstance(answer, dict):
+        return
+    if "score" in answer:
+        analysis = " ".join(str(v) for k, v in answer.items() if k != "score" and isinstance(v, str))
+        yield {"where": " / ".join(path), "analysis": _cut(analysis), "score": answer["score"]}
+        return
+    for key, value in answer.items():
+        yield from judge_points(value, (*path, str(key)))
