@@ -32,8 +32,8 @@ HISTORY_MODES = ("full", "none", "last_k", "shuffled", "swap")
 HISTORY_START = "Interaction history is:\n"
 
 
-def split_history(system: str) -> tuple[str, list[Any], str] | None:
-    """(text before the list, the items, text after it), or None without a history list."""
+def _history_list(system: str) -> tuple[int, list[Any], int] | None:
+    """(start offset, the items, end offset) of the prompt's history list, or None without one."""
     start = system.find(HISTORY_START)
     if start < 0:
         return None
@@ -42,7 +42,13 @@ def split_history(system: str) -> tuple[str, list[Any], str] | None:
         items, end = json.JSONDecoder().raw_decode(system, at)
     except json.JSONDecodeError:
         return None
-    return (system[:at], items, system[end:]) if isinstance(items, list) else None
+    return (at, items, end) if isinstance(items, list) else None
+
+
+def split_history(system: str) -> tuple[str, list[Any], str] | None:
+    """(text before the list, the items, text after it), or None without a history list."""
+    found = _history_list(system)
+    return (system[:found[0]], found[1], system[found[2]:]) if found else None
 
 
 def join_history(head: str, items: list[Any], tail: str) -> str:
@@ -110,15 +116,8 @@ def provider(tool: str) -> str:
 
 def history_span(system: str) -> tuple[int, int] | None:
     """Where the history list lies in a prompt (start and end offsets), or None."""
-    start = system.find(HISTORY_START)
-    if start < 0:
-        return None
-    at = start + len(HISTORY_START)
-    try:
-        _, end = json.JSONDecoder().raw_decode(system, at)
-    except json.JSONDecodeError:
-        return None
-    return at, end
+    found = _history_list(system)
+    return (found[0], found[2]) if found else None
 
 
 def swap_alternative(gold: str, same_function: list[str], candidates: list[str], history: str, seed: str) -> str | None:
