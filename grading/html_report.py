@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -113,6 +114,26 @@ def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir:
             "comparison": _table("comparison", *comparison_cells(comparison, scorer)),
             "n_flipped": flips["sample_id"].n_unique(), "flips": shown, "output_chars": OUTPUT_CHARS}
     return _render("compare.html.j2", page, Path(out_dir) / REPORT)
+
+
+def write_agreement_report(table: pl.DataFrame, ranked: pl.DataFrame | None, warnings: Sequence[str],
+                           out_dir: Path, run_a: Path, run_b: Path) -> Path:
+    """OUT/report.html of toolsweep-agreement: the agreement table and, for sweeps, the ranking."""
+    from grading.agreement import format_agreement
+
+    lines = format_agreement(table).splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    ranking = None
+    if ranked is not None:
+        row = ranked.row(0, named=True)
+        flips = ", ".join(f"{a} / {b}" for a, b in json.loads(row["flips"])) or "none"
+        ranking = {"metric": row["metric"], "table": _table("ranking", ["checkpoints", "tau", "p", "flipped pairs"],
+                                                            [[str(row["jobs"]), f"{row['tau']:.3f}",
+                                                              f"{row['p_value']:.3f}", flips]])}
+    page = {"title": f"judges {run_a.name} vs {run_b.name}", "run_a": str(run_a), "run_b": str(run_b),
+            "warnings": list(warnings), "agreement": _table("agreement", header, rows), "ranking": ranking}
+    return _render("agreement.html.j2", page, out_dir / REPORT)
 
 
 def instructive_flips(flips: pl.DataFrame, samples_a: pl.DataFrame, samples_b: pl.DataFrame,
