@@ -165,16 +165,20 @@ def compare_judges(path_a: Path, path_b: Path) -> tuple[pl.DataFrame, pl.DataFra
     return table, ranked, list(dict.fromkeys(warnings))
 
 
-def format_agreement(table: pl.DataFrame) -> str:
-    """The agreement table in Markdown, each statistic with its CI."""
+def agreement_cells(table: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The agreement table's header and rows as text, each statistic with its CI."""
     def cell(row: dict[str, Any], name: str) -> str:
         value, low, high = row[name], row[f"{name}_low"], row[f"{name}_high"]
         return "n/a" if value is None or math.isnan(value) else f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
     names = ("kappa", "alpha", "exact", "within_1", "mean_diff")
     rows = [[r["scope"], str(r["n"]), *(cell(r, n) for n in names)] for r in table.iter_rows(named=True)]
-    return markdown_table(["scope", "n", "kappa (quadratic)", "alpha (ordinal)", "exact", "within 1", "mean diff B-A"],
-                          rows)
+    return ["scope", "n", "kappa (quadratic)", "alpha (ordinal)", "exact", "within 1", "mean diff B-A"], rows
+
+
+def format_agreement(table: pl.DataFrame) -> str:
+    """The agreement table in Markdown."""
+    return markdown_table(*agreement_cells(table))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         paths.append(write_table(ranked, out / "ranking.parquet", RANKING_SCHEMA, meta))
     from grading.html_report import write_agreement_report
 
-    paths.append(write_agreement_report(table, ranked, warnings, out, args.a, args.b))
+    paths.append(write_agreement_report(agreement_cells(table), ranked, warnings, out, args.a, args.b))
     for line in warnings:
         print(line, file=sys.stderr)
     print(format_agreement(table))

@@ -116,14 +116,11 @@ def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir:
     return _render("compare.html.j2", page, Path(out_dir) / REPORT)
 
 
-def write_agreement_report(table: pl.DataFrame, ranked: pl.DataFrame | None, warnings: Sequence[str],
-                           out_dir: Path, run_a: Path, run_b: Path) -> Path:
-    """OUT/report.html of toolsweep-agreement: the agreement table and, for sweeps, the ranking."""
-    from grading.agreement import format_agreement
-
-    lines = format_agreement(table).splitlines()
-    header = [c.strip() for c in lines[0].strip("|").split("|")]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+def write_agreement_report(cells: tuple[Sequence[str], Sequence[Sequence[str]]], ranked: pl.DataFrame | None,
+                           warnings: Sequence[str], out_dir: Path, run_a: Path, run_b: Path) -> Path:
+    """OUT/report.html of toolsweep-agreement: the agreement table (its header and text rows)
+    and, for sweeps, the ranking."""
+    header, rows = cells
     ranking = None
     if ranked is not None:
         row = ranked.row(0, named=True)
