@@ -21,7 +21,7 @@ from inference.errors import ToolsweepError
 from inference.failures import ERROR_CLASSES
 from inference.generation import MODEL_ROLE
 from inference.models import cache_root
-from inference.runinfo import Timer, git_commit, machine, package_versions
+from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _META_KEYS = ("model", "backend", "prompt", "roles", "commit", "packages", "config")
@@ -44,7 +44,12 @@ def finish_run(table: pl.DataFrame, cfg: ToolsweepConfig, run_dir: Path, resolve
     facts["scorer"] = scorer.name
     facts["wall_s"] = {**timer.phases, "total": timer.total()}
     _print_summary(facts, format_table(metrics, scorer), run_dir)
-    check_error_rate(graded, cfg.max_error_rate)
+    try:
+        check_error_rate(graded, cfg.max_error_rate)
+    except RunFailed as exc:
+        # The outputs are written: run.json says so too, so toolsweep-grade and -judge can read the run.
+        write_run_json(run_dir, {**facts, "status": "failed", "reason": str(exc)})
+        raise
     return facts
 
 

@@ -340,6 +340,8 @@ def test_max_error_rate_applies_to_etapp(tmp_path, etapp_data, tiny_model):
     assert (sample["end_reason"], sample["failure"], sample["turns"]) == ("too_long", "too_long", 0), \
         "no model call was made, so no turn is counted"
     assert json.loads((tmp_path / "run" / "state.json").read_text())["status"] == "failed"
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert facts["status"] == "failed" and "max_error_rate" in facts["reason"], "the facts of a written run"
     done = toolsweep(tmp_path / "run", etapp_data, [*args, "max_error_rate=1"])
     assert done.returncode == 0, done.stderr[-2000:]
 
