@@ -17,6 +17,8 @@ from typing import Any, Iterator, Mapping
 
 import polars as pl
 
+from grading.listing import truncated
+
 TRAJECTORIES = "trajectories.parquet"
 CASES = "cases.html"
 MESSAGE_CHARS = 2000
@@ -98,8 +100,7 @@ def _cell(value: Any) -> str:
 
 
 def _cut(text: Any) -> str:
-    text = "" if text is None else str(text)
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f" [... {len(text) - MESSAGE_CHARS} more characters]"
+    return truncated(text, MESSAGE_CHARS)
 
 
 def _query(messages: list[dict[str, Any]]) -> str:

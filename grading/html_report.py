@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,6 +23,7 @@ from grading.case_view import CASES, case_page
 from grading.diagnosis import TOOL_OUTCOMES
 from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_figure
 from grading.files import atomic_write_text, read_facts, run_name, samples_file
+from grading.listing import truncated
 from grading.metrics import POOLED, setting_order
 from grading.plots import ordered_settings, primary_rows, step_figure
 from grading.report import metrics_cells
@@ -65,9 +67,7 @@ def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, page_title: str
     if cases is None:
         return None
     _render("cases.html.j2", {"title": page_title, "where": str(run_dir.resolve()), **cases}, run_dir / CASES)
-    ends: dict[str, int] = {}
-    for case in cases["cases"]:
-        ends[case["end"]] = ends.get(case["end"], 0) + 1
+    ends = Counter(case["end"] for case in cases["cases"])
     return {"href": CASES, "count": len(cases["cases"]), "ends": sorted(ends.items())}
 
 
@@ -303,8 +303,4 @@ def _number(value: Any) -> float | None:
 
 
 def _truncated(text: str | None) -> str:
-    if text is None:
-        return ""
-    if len(text) <= OUTPUT_CHARS:
-        return text
-    return text[:OUTPUT_CHARS] + f" ... ({len(text) - OUTPUT_CHARS} more characters)"
+    return truncated(text, OUTPUT_CHARS)

@@ -1,5 +1,6 @@
-"""Lists in messages: the first few items and how many more, so an error stays readable however
-many records are bad, and still says how many there are."""
+"""Lists and long texts in messages and pages: the first few items (characters) and how many
+more, so an error or a report stays readable however long the input, and still says how much
+there is."""
 
 from __future__ import annotations
 
@@ -14,3 +15,9 @@ def list_first(items: Iterable[str], limit: int, separator: str = ", ") -> str:
     items = list(items)
     shown = separator.join(items[:limit])
     return shown + (f"{separator}... and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def truncated(text: object, limit: int) -> str:
+    """`text` (None: "") cut at `limit` characters, saying how many more there were."""
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit] + f" ... ({len(text) - limit} more characters)"
