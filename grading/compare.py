@@ -1,6 +1,7 @@
 """`toolsweep-compare RUN_A RUN_B`: is run B better than run A on the same samples, or is it noise?
 
-Samples are paired by sample_id, so each difference comes with a paired bootstrap 95% CI and
+Samples are paired by sample_id (by record, each grade averaged over its samples, where a run
+has several per record: decoding.samples), so each difference comes with a paired bootstrap 95% CI and
 an exact McNemar p-value, and every sample that flipped between the runs is listed. "Better"
 is each metric's declared direction (`Metric.higher_is_better`): fewer nudges is a gain; a
 metric with no direction (mean turns) only goes higher or lower.
@@ -20,6 +21,7 @@ from grading.files import run_folder, run_name, samples_file
 from grading.html_report import write_compare_report
 from grading.listing import list_first
 from grading.metrics import report_groups
+from grading.repeats import record_level
 from grading.report import markdown_table, write_table
 from grading.scoring import Metric, Scorer, change_word, grade_columns, scorer_of, source_arrays, subsets_of
 from grading.stats import mcnemar_exact, paired_bootstrap_ci, resampled_ci
@@ -66,7 +68,9 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
         if frame.height == 0:
             raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
     scorer = _same_scorer(samples_a, samples_b)
-    samples_a, samples_b = _swap_pairs(samples_a, samples_b)
+    _check_unique("A", samples_a)
+    _check_unique("B", samples_b)
+    samples_a, samples_b = _swap_pairs(record_level(samples_a, scorer), record_level(samples_b, scorer))
     paired = _pair(samples_a, samples_b, scorer)
     rows = [_compare_cell(frame, label, p, m)
             for label, frame in report_groups(paired, scorer) for p in scorer.readings for m in scorer.metrics]
@@ -156,6 +160,11 @@ def _check_table(name: str, frame: pl.DataFrame, grades: list[str]) -> None:
                            "(re-grade an old run with toolsweep-grade RUN_DIR)")
     if frame.height == 0:
         raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
+
+
+def _check_unique(name: str, frame: pl.DataFrame) -> None:
+    if "sample_id" not in frame.columns:
+        return  # _check_table names the missing columns
     dupes = frame["sample_id"].filter(frame["sample_id"].is_duplicated()).unique().sort().to_list()
     if dupes:
         raise GradingError(f"samples of run {name} repeat sample_ids [{_ids(dupes)}]; "

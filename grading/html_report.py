@@ -26,6 +26,7 @@ from grading.files import atomic_write_text, read_facts, run_name, samples_file
 from grading.listing import truncated
 from grading.metrics import POOLED, setting_order
 from grading.plots import ordered_settings, primary_rows, step_figure
+from grading.repeats import record_level
 from grading.report import metrics_cells
 from grading.scoring import Metric, Scorer, direction_note, primary_reading, scorer_of
 from grading.tables import (board_scorers, comparison_cells, job_labels, leaderboard_cells, override_pairs,
@@ -108,6 +109,7 @@ def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir:
     """OUT_DIR/report.html: the paired comparison and the most instructive flips, both outputs side by side."""
     samples_a, samples_b = (pl.read_parquet(samples_file(Path(r))) for r in (run_a, run_b))
     scorer = scorer_of(samples_a)
+    samples_a, samples_b = record_level(samples_a, scorer), record_level(samples_b, scorer)
     shown = instructive_flips(flips, samples_a, samples_b, scorer)
     page = {"title": f"{run_name(Path(run_b))} vs {run_name(Path(run_a))}", "run_a": str(run_a),
             "run_b": str(run_b), "scorer": scorer.name, "n_samples": samples_a.height,

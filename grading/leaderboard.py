@@ -18,6 +18,7 @@ from grading.files import read_facts
 from grading.html_report import write_sweep_report
 from grading.metrics import report_groups, summarize
 from grading.plots import plot_by_step
+from grading.repeats import repeat_columns
 from grading.report import markdown_table, write_table
 from grading.scoring import Scorer, metric_columns, scorer_of
 from grading.stats import metric_cis
@@ -41,7 +42,8 @@ _READ_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 def leaderboard_schema(scorers: list[Scorer]) -> dict[str, pl.DataType]:
     """The board's columns for the scorers of its jobs (a metric name shared by two appears once)."""
     metrics = list({m.name: m for s in scorers for m in s.metrics}.values())
-    return {**BASE_SCHEMA, **metric_columns(metrics), **TAIL_SCHEMA}
+    repeats = {c: t for s in scorers for c, t in repeat_columns(s).items()}
+    return {**BASE_SCHEMA, **metric_columns(metrics), **repeats, **TAIL_SCHEMA}
 
 
 def build_leaderboard(sweep_dir: Path) -> pl.DataFrame:

@@ -2,7 +2,9 @@
 
 The metric columns are the scorer's own (grading.scoring.Metric). Every mean is over every
 sample of the setting where its source is defined, so a failed or unparsable sample counts
-as wrong (the denominator is never shrunk by failures). A scorer's subsets (ETAPP's `clean`)
+as wrong (the denominator is never shrunk by failures). With k samples per record
+(`decoding.samples`) each metric is averaged over the k and gets its spread, pass@k and pass^k
+(grading.repeats). A scorer's subsets (ETAPP's `clean`)
 add a `{setting}/{subset}` row after each setting's rows, pooled ones too, so every table made
 from `summarize` has them; the count columns are those the scorer declares.
 """
@@ -14,6 +16,7 @@ from typing import Any, Callable
 import polars as pl
 
 from grading.errors import GradingError
+from grading.repeats import repeat_columns, repeat_row
 from grading.scoring import Scorer, counts_of, scorer_of, subsets_of
 
 POOLED = "all"
@@ -46,8 +49,10 @@ def count_columns(scorer: Scorer) -> dict[str, pl.DataType]:
 
 
 def metrics_schema(scorer: Scorer) -> dict[str, pl.DataType]:
-    """Column names and types of metrics.parquet for one scorer, in order."""
-    return {**KEY_COLUMNS, **{m.name: pl.Float64 for m in scorer.metrics}, **count_columns(scorer)}
+    """Column names and types of metrics.parquet for one scorer, in order: keys, metrics, counts,
+    then the repeats' columns (samples per record, each metric's sd, pass@k and pass^k)."""
+    return {**KEY_COLUMNS, **{m.name: pl.Float64 for m in scorer.metrics}, **count_columns(scorer),
+            **repeat_columns(scorer)}
 
 
 def setting_order(graded: pl.DataFrame) -> list[str]:
@@ -97,6 +102,6 @@ def summarize(graded: pl.DataFrame, scorer: Scorer | None = None) -> pl.DataFram
 
 
 def _row(scorer: Scorer, frame: pl.DataFrame, setting: str, reading: str) -> dict[str, Any]:
-    return {"setting": setting, "parser": reading, "n": frame.height,
-            **{m.name: m.value(frame, reading) for m in scorer.metrics},
+    # n counts rows: with k samples per record, k per record (each sample is a row).
+    return {"setting": setting, "parser": reading, "n": frame.height, **repeat_row(scorer, frame, reading),
             **{name: _COUNTERS[name](frame) for name in count_columns(scorer)}}

@@ -2,8 +2,8 @@
 
 `toolsweep` and `toolsweep-judge` (at the end of a run) and `toolsweep-grade` (on a finished
 run) all call `write_graded`: grade with the scorer the rows name, summarize with the scorer's
-metrics and subsets, then samples.parquet, metrics.parquet, slices.parquet, metrics.md and
-report.html.
+metrics and subsets, then samples.parquet, metrics.parquet, slices.parquet, passk.parquet (runs
+of several samples per record), metrics.md and report.html.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import polars as pl
 
 from grading.grades import grade
 from grading.html_report import write_run_report
-from grading.metrics import summarize
-from grading.report import write_markdown, write_metrics, write_samples, write_slices
+from grading.metrics import report_groups, summarize
+from grading.repeats import CURVE_SCHEMA, pass_curve, samples_per_record
+from grading.report import write_markdown, write_metrics, write_samples, write_slices, write_table
 from grading.scoring import Scorer, scorer_of
 from grading.slices import slice_table
 
@@ -39,6 +40,9 @@ def write_graded(table: pl.DataFrame, run_dir: Path, meta: dict[str, Any], metri
     written("metrics.parquet")
     slices = slice_table(graded)
     write_slices(slices, scorer, run_dir, others)
+    if samples_per_record(graded) > 1:
+        write_table(pass_curve(report_groups(graded, scorer), scorer), run_dir / "passk.parquet", CURVE_SCHEMA, others)
+        written("passk.parquet")
     write_markdown(metrics, scorer, run_dir, slices)
     write_run_report(run_dir, facts)
     written("report.html")

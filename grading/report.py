@@ -12,12 +12,15 @@ import pyarrow.parquet as pq
 
 from grading.files import atomic_write
 from grading.metrics import metrics_schema
+from grading.repeats import PASS_AT, PASS_HAT, pass_metrics
 from grading.scoring import (LEGACY_SCORER, Scorer, format_value, grade_columns, metric_by_name, primary_reading,
                              scorer_of)
 
 # samples.parquet: generation columns written by inference; then the scorer's inputs and grades.
 BASE_SAMPLE_SCHEMA: dict[str, pl.DataType] = {
     "sample_id": pl.String,
+    "record_id": pl.String,      # the benchmark's record: sample_id without `#i` (decoding.samples > 1)
+    "sample_index": pl.Int64,    # which of the record's decoding.samples generations (0..k-1)
     "setting": pl.String,
     "entry_id": pl.Int64,
     "scorer": pl.String,         # the grading.scorers module that grades this row
@@ -33,6 +36,9 @@ BASE_SAMPLE_SCHEMA: dict[str, pl.DataType] = {
     "schema_id": pl.String,
     "history_dropped": pl.Int64,
 }
+# A table written before repeated samples (or by hand) is one sample per record.
+_ONE_SAMPLE = {"record_id": pl.col("sample_id").alias("record_id"),
+               "sample_index": pl.lit(0, dtype=pl.Int64).alias("sample_index")}
 # The count columns a metrics table shows (those its scorer has); n_too_long stays in the Parquet file.
 _SHOWN_COUNTS = ("gold_schema_coverage", "n_failed")
 # Columns a table written by an older toolsweep (or by hand) may lack: written as nulls.
@@ -66,6 +72,7 @@ def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, An
     scorer = scorer_of(graded)
     absent = [pl.lit(LEGACY_SCORER if c == "scorer" else None, dtype=BASE_SAMPLE_SCHEMA[c]).alias(c)
               for c in _FILLABLE if c not in graded.columns]
+    absent += [column for name, column in _ONE_SAMPLE.items() if name not in graded.columns]
     absent += [pl.lit(None, dtype=pl.String).alias(c) for c in getattr(scorer, "optional_inputs", ())
                if c not in graded.columns]
     return write_table(graded.with_columns(absent), run_dir / "samples.parquet", sample_schema(scorer), metadata)
@@ -95,16 +102,42 @@ def metrics_cells(metrics: pl.DataFrame, scorer: Scorer) -> tuple[list[str], lis
     """(header, rows) of the metrics table as every report shows it (Markdown and HTML): metrics
     defined in some row, then the count columns the scorer's table has."""
     shown = [m.name for m in scorer.metrics if metrics[m.name].null_count() < metrics.height]
-    cols = ["setting", "parser", "n", *shown, *(c for c in _SHOWN_COUNTS if c in metrics.columns)]
-    return cols, [[_cell(scorer, c, r[c]) for c in cols] for r in metrics.iter_rows(named=True)]
+    repeated = repeated_samples(metrics)
+    passes = [c for m in pass_metrics(scorer) for c in (f"{m.name}_{PASS_AT}", f"{m.name}_{PASS_HAT}")
+              if repeated and metrics[c].null_count() < metrics.height]
+    cols = ["setting", "parser", "n", *(["samples"] if repeated else []), *shown, *passes,
+            *(c for c in _SHOWN_COUNTS if c in metrics.columns)]
+    header = [_heading(c) for c in cols]
+    return header, [[_cell(scorer, c, r, repeated) for c in cols] for r in metrics.iter_rows(named=True)]
 
 
-def _cell(scorer: Scorer, column: str, value: Any) -> str:
+def repeated_samples(table: pl.DataFrame) -> bool:
+    """Whether a metrics table (or board) has rows of more than one sample per record."""
+    return "samples" in table.columns and bool((table["samples"].fill_null(1) > 1).any())
+
+
+def _heading(column: str) -> str:
+    """pass metrics as `tool_ok pass@k` / `tool_ok pass^k`."""
+    return column.replace(f"_{PASS_AT}", " pass@k").replace(f"_{PASS_HAT}", " pass^k")
+
+
+def _cell(scorer: Scorer, column: str, row: dict[str, Any], repeated: bool = False) -> str:
+    value = row[column]
     if column == "gold_schema_coverage":
         return percent(value)
+    if column.endswith((f"_{PASS_AT}", f"_{PASS_HAT}")):
+        return percent(value)
     if any(m.name == column for m in scorer.metrics):
-        return format_value(metric_by_name(scorer, column), value)
+        metric = metric_by_name(scorer, column)
+        return with_sd(metric, format_value(metric, value), row.get(f"{column}_sd") if repeated else None)
     return "" if value is None else str(value)
+
+
+def with_sd(metric: Any, text: str, sd: float | None) -> str:
+    """A metric's cell with its between-sample sd (`41.2% ±3.1`, `4.20 ±0.31`) where it has one."""
+    if not text or sd is None or math.isnan(sd):
+        return text
+    return f"{text} ±{100 * sd:.1f}" if metric.scale == "share" else f"{text} ±{sd:.2f}"
 
 
 def write_markdown(metrics: pl.DataFrame, scorer: Scorer, run_dir: Path,

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
+from grading.repeats import record_matrix
 from grading.scoring import Metric, source_arrays
 
 
@@ -131,12 +132,40 @@ def metric_ci(metric: Metric, arrays: Sequence[np.ndarray], n_resamples: int = 2
                         n_resamples, seed, level)
 
 
+def clustered_ci(metric: Metric, arrays: Sequence[np.ndarray], matrix: np.ndarray, n_resamples: int = 2000,
+                 seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of a metric over repeated samples: records are resampled, each
+    with all its samples (`matrix`: row indices by record, padded with len(rows), which reads
+    as a null). A record's k samples are not k independent draws, so resampling rows would
+    narrow the interval as if there were k times the records."""
+    padded = [np.append(a, np.nan) for a in arrays]
+    if metric.per_sample:
+        values = padded[0][matrix]
+        sums, counts = np.nansum(values, axis=1), np.sum(~np.isnan(values), axis=1).astype(np.float64)
+        _check_resampling(n_resamples, level)
+        picks = np.random.default_rng(seed).integers(0, len(matrix), (n_resamples, len(matrix)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+        means = means[~np.isnan(means)]
+        if means.size == 0:
+            return (math.nan, math.nan)
+        tail = (1 - level) / 2
+        low, high = np.quantile(means, [tail, 1 - tail])
+        return (float(low), float(high))
+    return resampled_ci(lambda pick: metric.reduce(*(a[matrix[pick].ravel()] for a in padded)), len(matrix),
+                        n_resamples, seed, level)
+
+
 def metric_cis(metrics: Sequence[Metric], frame: pl.DataFrame, reading: str,
                n_resamples: int = 2000) -> dict[str, float]:
-    """`{name}_low` and `{name}_high` of every metric with a CI, over the rows of `frame` under `reading`."""
+    """`{name}_low` and `{name}_high` of every metric with a CI, over the rows of `frame` under
+    `reading` (resampling records with their samples where a record has several)."""
     bounds: dict[str, float] = {}
+    matrix = record_matrix(frame)
     for metric in metrics:
         if metric.ci:
-            bounds[f"{metric.name}_low"], bounds[f"{metric.name}_high"] = \
-                metric_ci(metric, source_arrays(frame, reading, metric.sources), n_resamples=n_resamples)
+            arrays = source_arrays(frame, reading, metric.sources)
+            bounds[f"{metric.name}_low"], bounds[f"{metric.name}_high"] = (
+                metric_ci(metric, arrays, n_resamples=n_resamples) if matrix is None
+                else clustered_ci(metric, arrays, matrix, n_resamples))
     return bounds

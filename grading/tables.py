@@ -11,7 +11,8 @@ from typing import Sequence
 
 import polars as pl
 
-from grading.report import percent_ci, value_ci
+from grading.repeats import PASS_AT, PASS_HAT, pass_metrics
+from grading.report import percent, percent_ci, repeated_samples, value_ci, with_sd
 from grading.scoring import Metric, Scorer, format_value, get_scorer
 
 Cells = tuple[list[str], list[list[str]]]
@@ -37,15 +38,28 @@ def leaderboard_cells(board: pl.DataFrame) -> Cells:
     names = dict(zip(jobs["job"].to_list(), job_labels(jobs["overrides"].fill_null("").to_list())))
     judged = board["judge"].null_count() < board.height
     ablated = board["history"].drop_nulls().unique().to_list() not in ([], ["full"])
+    repeated = repeated_samples(board)
+    passes = _pass_columns(board, board_scorers(board)) if repeated else []
     header = ["job", "configuration", "model", *(["judge"] if judged else []), *(["history"] if ablated else []),
-              "step", "setting", "parser", *(m.name for m in metrics), "status", "reason"]
+              "step", "setting", "parser", *(["samples"] if repeated else []), *(m.name for m in metrics),
+              *(c.replace(f"_{PASS_AT}", " pass@k").replace(f"_{PASS_HAT}", " pass^k") for c in passes),
+              "status", "reason"]
     rows = [[str(r["job"]), names[r["job"]], r["model"] or "", *([r["judge"] or ""] if judged else []),
              *([r["history"] or ""] if ablated else []),
              "" if r["step"] is None else str(r["step"]), r["setting"], r["parser"] or "",
-             *(value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]) for m in metrics),
-             r["status"], r["reason"] or ""]
+             *([_count(r["samples"])] if repeated else []),
+             *(with_sd(m, value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]),
+                       r.get(f"{m.name}_sd") if repeated else None) for m in metrics),
+             *(percent(r[c]) for c in passes), r["status"], r["reason"] or ""]
             for r in board.iter_rows(named=True)]
     return header, rows
+
+
+def _pass_columns(board: pl.DataFrame, scorers: list[Scorer]) -> list[str]:
+    """The pass@k / pass^k columns of a board's headline pass metrics that some row has."""
+    names = [c for s in scorers for m in pass_metrics(s) if m.headline or m.ci
+             for c in (f"{m.name}_{PASS_AT}", f"{m.name}_{PASS_HAT}")]
+    return [c for c in dict.fromkeys(names) if c in board.columns and board[c].null_count() < board.height]
 
 
 def job_labels(overrides: Sequence[str]) -> list[str]:

@@ -119,8 +119,11 @@ def request_key(request: Request, context: dict[str, Any]) -> str:
     """The cache key of one request under a run context (model, sampling, engine, versions).
 
     Every field of the request enters it but the sample id and the prompt text (the token ids
-    are the prompt), so a new request field cannot be left out of the key."""
+    are the prompt), so a new request field cannot be left out of the key; `sample_index` 0 is
+    left out too, so a first sample is the cached answer of a one-sample run."""
     fields = {k: v for k, v in asdict(request).items() if k not in ("sample_id", "prompt")}
+    if fields["sample_index"] == 0:  # a run's first sample keeps the key a one-sample run gives it
+        del fields["sample_index"]
     fields["prompt"] = list(fields.pop("prompt_token_ids"))
     fields["schema"] = fields.pop("schema_json")
     payload = json.dumps({**fields, **context}, sort_keys=True, separators=(",", ":"))

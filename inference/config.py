@@ -110,10 +110,8 @@ class EngineConfig:
 
 @dataclass
 class GeneratingEngineConfig(EngineConfig):
-    """What every engine that runs a model has: a seed, shards and the shared cache."""
+    """What every engine that runs a model has: shards and the shared cache."""
 
-    seed: int = field(default=0, metadata=OUTPUT)
-    """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0)."""
     shard_size: int = 512
     """Prompts per shard: each finished shard is written to disk, so a killed run resumes there.
     Large enough to keep vLLM's batches full."""
@@ -202,6 +200,14 @@ class DecodingConfig:
     """Answer budget, as in the paper."""
     temperature: float = field(default=0.0, metadata=OUTPUT)
     """0 = greedy, as the paper's scoring assumes."""
+    seed: int = field(default=0, metadata=OUTPUT)
+    """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0).
+    Sample i > 0 of `samples` draws its own seed from (seed, i): inference.engines.request_seed."""
+    samples: int = 1
+    """Generations per prompt (for ETAPP, episodes per case), each its own row (`sample_index`
+    0..k-1, sample_id `{id}#{i}` when k > 1): grading adds each metric's between-sample standard
+    deviation, pass@k and pass^k. k > 1 needs temperature > 0 with a model engine. Not part of
+    the cache key: sample i is the same generation whatever k is, so raising k reuses them."""
     compile_timeout_s: int = 60
     """Seconds one grammar may take to compile before its sample fails (vLLM's default, 5 s,
     fails real PEToolBench schemas under outlines: they take 0.2-6 s on a 49k vocabulary)."""
@@ -313,6 +319,20 @@ def _number_problems(prefix: str, decoding: DecodingConfig, model: ModelConfig) 
                         "the constraint")
     if decoding.temperature < 0:
         problems.append(f"{prefix}decoding.temperature must be >= 0, got {decoding.temperature}")
+    if decoding.samples < 1:
+        problems.append(f"{prefix}decoding.samples must be an integer >= 1, got {decoding.samples}")
+    return problems
+
+
+def _sample_problems(cfg: ToolsweepConfig) -> list[str]:
+    """decoding.samples repeats the evaluated model only, and only where repeats can differ."""
+    problems = [f"roles.{name}.decoding.samples={role.decoding.samples}: only the evaluated model is sampled "
+                f"repeatedly (decoding.samples); a {name} answers once for each of those samples, so set "
+                f"roles.{name}.decoding.samples=1" for name, role in cfg.roles.items() if role.decoding.samples != 1]
+    if cfg.decoding.samples > 1 and cfg.decoding.temperature == 0 and cfg.engine.loads_model:
+        problems.append(f"decoding.samples={cfg.decoding.samples} with decoding.temperature=0 asks for "
+                        f"{cfg.decoding.samples} copies of one greedy answer; set decoding.temperature > 0 "
+                        "(e.g. 0.7) to sample, or decoding.samples=1")
     return problems
 
 
@@ -322,7 +342,7 @@ def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
         problems.append(f"dataset.limit must be an integer >= 1 or null, got {cfg.dataset.limit!r}")
     if not 0 <= cfg.max_error_rate <= 1:
         problems.append(f"max_error_rate must be in [0, 1], got {cfg.max_error_rate}")
-    return problems + cfg.engine.problems()
+    return problems + _sample_problems(cfg) + cfg.engine.problems()
 
 
 def _check_paths(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:

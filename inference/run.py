@@ -31,6 +31,7 @@ from inference.console import marker
 from inference.errors import ConfigError, DatasetError, ToolsweepError
 from inference.generation import MODEL_ROLE, Generator, Role
 from inference.models import is_embedded_path, prepare_embedded_model
+from inference.repeats import repeat_samples
 from inference.runinfo import Timer
 from inference.solvers import SolveContext, get_solver
 
@@ -63,7 +64,13 @@ def prepare_models(cfg: ToolsweepConfig, benchmark: Any) -> None:
 
 
 def load_samples(cfg: ToolsweepConfig, benchmark: Any) -> pl.DataFrame:
-    """The benchmark's sample table for the configured settings and limit, selected by its options."""
+    """The benchmark's sample table for the configured settings and limit, selected by its
+    options, each record repeated `decoding.samples` times (inference.repeats)."""
+    return repeat_samples(load_records(cfg, benchmark), cfg.decoding.samples)
+
+
+def load_records(cfg: ToolsweepConfig, benchmark: Any) -> pl.DataFrame:
+    """The benchmark's records for the configured settings and limit, selected by its options."""
     settings = tuple(cfg.dataset.settings) or benchmark.settings
     if benchmark.select is None:
         return benchmark.load(Path(cfg.dataset.path).expanduser(), settings, cfg.dataset.limit)

@@ -12,6 +12,9 @@ process columns, nothing else. One reading, `judge`.
   no failure: `judged` is null and `judge_failed` leaves it out (a run judged not at all has no
   `judge_failed`). An agent episode that failed (turn cap, too long, engine error) is still
   judged, as upstream judges its "Cannot solve" answer.
+- `passed_procedure`, `passed_personalization`, `passed_proactivity`: the share of judged cases whose
+  score is at least `dataset.pass_score` (the sample column `pass_score`); Boolean per case, so
+  a run of several episodes per case (decoding.samples) gets their pass@k and pass^k.
 - `personal_keypoints`, `proactive_keypoints`: the mean key-point score over 2 (a key point
   half achieved counts half), per case, then averaged. Upstream reports no such number.
 - Process: valid calls and tool errors per call (pooled), mean turns and nudges per case, the
@@ -51,6 +54,7 @@ MODEL_CALLS = "model_calls"
 FIELDS: dict[str, pl.DataType] = {
     # `_score`: grade columns are `judge_<field>`, and `judge_procedure` etc. are the inputs.
     "procedure_score": pl.Float64, "personalization_score": pl.Float64, "proactivity_score": pl.Float64,
+    **{f"{d}_pass": pl.Boolean for d in DIMENSIONS},
     "judged": pl.Boolean, "judge_too_long": pl.Boolean, "personal_hit": pl.Float64, "proactive_hit": pl.Float64,
     "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64, "turns": pl.Int64, MODEL_CALLS: pl.Int64,
     "nudges": pl.Int64, "at_turn_cap": pl.Boolean, "listed_tools_called": pl.Float64,
@@ -113,12 +117,28 @@ def judge_fields(row: dict[str, Any]) -> dict[str, Any]:
     judged = row.get("judge_error") is None and all(v is not None for v in finals.values())
     if not judged:
         sent = was_judged(row, finals)
-        return {**{f"{d}_score": None for d in DIMENSIONS}, "judged": False if sent else None,
+        return {**{f"{d}_score": None for d in DIMENSIONS}, **{f"{d}_pass": None for d in DIMENSIONS},
+                "judged": False if sent else None,
                 "judge_too_long": str(row.get("judge_error") or "").startswith(JUDGE_TOO_LONG) if sent else None,
                 "personal_hit": None, "proactive_hit": None}
     points = _json(row, "judge_keypoints", dict) or {}
-    return {**{f"{d}_score": float(v) for d, v in finals.items()}, "judged": True, "judge_too_long": False,
+    threshold = _threshold(row)
+    return {**{f"{d}_score": float(v) for d, v in finals.items()},
+            **{f"{d}_pass": None if threshold is None else float(v) >= threshold for d, v in finals.items()},
+            "judged": True, "judge_too_long": False,
             "personal_hit": _hit(points.get("personal")), "proactive_hit": _hit(points.get("proactive"))}
+
+
+def _threshold(row: dict[str, Any]) -> float | None:
+    """The run's dataset.pass_score (None in a table written before it: no pass grades)."""
+    value = row.get("pass_score")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise GradingError(f"sample {row.get('sample_id')!r}: column 'pass_score' must hold a number, got "
+                           f"{value!r}; rewrite the sample table with toolsweep") from None
 
 
 def _listed_called(row: dict[str, Any]) -> float | None:
@@ -162,6 +182,9 @@ SCORER = RowScorer(
              description="judge's Personalization score, 0-5, judged cases"),
         mean("proactivity", "proactivity_score", higher_is_better=True, scale=SCORE,
              description="judge's Proactivity score, 0-5, judged cases"),
+        *(mean(f"passed_{d}", f"{d}_pass", higher_is_better=True,
+               description=f"judged cases whose {d.capitalize()} score is at least dataset.pass_score")
+          for d in DIMENSIONS),
         Metric("judge_failed", ("judged",), _failed_share, SHARE, ci=False, higher_is_better=False,
                description="cases sent to the judge that it could not score (left out of the three scores)"),
         # Usually the longest trajectories, so the worst: a high share flatters the three scores.
@@ -188,9 +211,9 @@ SCORER = RowScorer(
              description="tool-given: share of the listed tools called at least once"),
     ),
     grade=grade,
-    optional_inputs=(MODEL_CALLS,),
+    optional_inputs=(MODEL_CALLS, "pass_score"),
     input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in (*COUNTS, MODEL_CALLS)},
-                 "clean": pl.Boolean},
+                 "clean": pl.Boolean, "pass_score": pl.Float64},
     subsets={"clean": "clean"},
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
     count_columns=("n_failed", "n_too_long"),

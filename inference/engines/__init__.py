@@ -7,6 +7,7 @@ all of grading) runs where vllm is not installed. An engine is named by its conf
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -31,6 +32,9 @@ class Request:
     """Native format: a plain-text answer (no call) is allowed too, as an agent's final answer is."""
     regex: Optional[str] = None
     """A regex the whole answer must match (e.g. one ReAct step); overrides schema_json."""
+    sample_index: int = 0
+    """Which of a record's `decoding.samples` generations this is: it picks the sampling seed
+    (`request_seed`) and enters the cache key, so the k samples of one prompt differ."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,17 @@ class EngineContext:
     """inference.config.DecodingConfig"""
     max_model_len: Optional[int]
     sample_ids: list[str]
+
+
+def request_seed(seed: int, sample_index: int) -> int:
+    """The sampling seed of one request: `decoding.seed` itself for sample 0 (a one-sample run
+    samples as it always did), a seed drawn from (seed, index) for the others, so that neither
+    two samples of a run nor two runs with nearby seeds share one (seed 0's sample 1 is not
+    seed 1's sample 0)."""
+    if sample_index == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}:{sample_index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def engine_class(target: str) -> Any:

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from inference.console import progress
-from inference.engines import EngineContext, Generation, Request
+from inference.engines import EngineContext, Generation, Request, request_seed
 from inference.errors import EngineError
 from inference.toolcalls import request_grammar
 from inference.config import TransformersEngineConfig
@@ -30,8 +30,7 @@ class TransformersEngine:
 
         self.backend = constraint
         self._constraint, self._max_new_tokens = constraint, max_new_tokens
-        self._temperature = temperature
-        torch.manual_seed(seed)
+        self._temperature, self._seed = temperature, seed
         self._device = "cuda" if torch.cuda.is_available() else "cpu"
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -47,7 +46,7 @@ class TransformersEngine:
     def from_config(cls, engine: Any, context: EngineContext) -> "TransformersEngine":
         return cls(model_path=context.model.path, constraint=context.decoding.constraint, dtype=context.model.dtype,
                    max_new_tokens=context.decoding.max_new_tokens, temperature=context.decoding.temperature,
-                   seed=engine.seed)
+                   seed=context.decoding.seed)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """Generate each request; a failing sample becomes an `error` row."""
@@ -61,6 +60,10 @@ class TransformersEngine:
         return results
 
     def _generate_one(self, request: Request) -> Generation:
+        if self._temperature > 0:  # seeded per request: a sample does not depend on what ran before it
+            import torch
+
+            torch.manual_seed(request_seed(self._seed, request.sample_index))
         if self._constraint == "none" or request_grammar(request, "outlines") is None:
             return self._free(request)
         regex = _regex(request)

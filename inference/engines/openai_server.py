@@ -24,7 +24,7 @@ from omegaconf import MISSING
 
 from inference.config import GeneratingEngineConfig
 from inference.console import progress
-from inference.engines import EngineContext, Generation, Request
+from inference.engines import EngineContext, Generation, Request, request_seed
 from inference.errors import EngineError
 from inference.toolcalls import request_grammar
 
@@ -89,7 +89,7 @@ class OpenAIEngine:
         decoding = context.decoding
         return cls(base_url=engine.base_url, api_key=os.environ.get(engine.api_key_env) or None, model=engine.model,
                    constraint=decoding.constraint, max_new_tokens=decoding.max_new_tokens,
-                   temperature=decoding.temperature, seed=engine.seed, concurrency=engine.concurrency,
+                   temperature=decoding.temperature, seed=decoding.seed, concurrency=engine.concurrency,
                    timeout_s=engine.timeout_s, retries=engine.retries)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
@@ -100,7 +100,7 @@ class OpenAIEngine:
 
     def _one(self, request: Request) -> Generation:
         body = {"model": self._model, "prompt": list(request.prompt_token_ids), "return_token_ids": True,
-                **self._sampling}
+                **self._sampling, "seed": request_seed(self._sampling["seed"], request.sample_index)}
         structured = request_grammar(request, self.constraint)
         if structured is not None:
             body["structured_outputs"] = structured

@@ -1,4 +1,8 @@
-"""Replay engine: grade outputs produced elsewhere (JSONL or Parquet rows `{sample_id, output}`)."""
+"""Replay engine: grade outputs produced elsewhere (JSONL or Parquet rows `{sample_id, output}`).
+
+A run of `decoding.samples=k` replays k outputs per record: rows `{sample_id, sample_index,
+output}`, `sample_id` the record's id and `sample_index` 0..k-1 (a file without the column is
+one output per record, sample 0)."""
 
 from __future__ import annotations
 
@@ -13,12 +17,14 @@ from grading.listing import list_first
 from inference.engines import EngineContext, Generation, Request
 from inference.errors import EngineError
 from inference.config import ReplayEngineConfig
+from inference.repeats import sample_key
 
 _MAX_LISTED = 20
 
 
-def read_predictions(path: str | Path) -> dict[str, str | None]:
-    """sample_id -> output, rejecting files with duplicate ids or without the two columns."""
+def read_predictions(path: str | Path, samples: int = 1) -> dict[str, str | None]:
+    """The run's sample_id -> output (`sample_index` folded into the id as the run writes it,
+    inference.repeats), rejecting files with duplicate samples or without the two columns."""
     path = Path(path).expanduser()
     try:
         frame = (pl.read_parquet(path) if path.suffix == ".parquet"
@@ -30,13 +36,26 @@ def read_predictions(path: str | Path) -> dict[str, str | None]:
     if missing:
         raise EngineError(f"engine.predictions {str(path)!r} lacks columns {missing}; each row "
                           'must be {"sample_id": "r-17666", "output": "..."}')
-    ids = frame.get_column("sample_id").cast(pl.String).to_list()
+    ids = _run_ids(frame, samples, path)
     dupes = sorted(k for k, n in Counter(ids).items() if n > 1)
     if dupes:
         raise EngineError(f"engine.predictions has {len(dupes)} duplicate sample ids: "
                           f"{_listing(dupes)}; keep one row per sample.")
     outputs = frame.get_column("output").to_list()
     return {i: (o if o is None or isinstance(o, str) else json.dumps(o)) for i, o in zip(ids, outputs)}
+
+
+def _run_ids(frame: pl.DataFrame, samples: int, path: Path) -> list[str]:
+    records = frame.get_column("sample_id").cast(pl.String).to_list()
+    if "sample_index" not in frame.columns:
+        return [sample_key(r, 0, samples) for r in records]
+    indexes = frame.get_column("sample_index").to_list()
+    bad = sorted({i for i in indexes if not isinstance(i, int) or not 0 <= i < samples}, key=str)
+    if bad:
+        raise EngineError(f"engine.predictions {str(path)!r} has sample_index values {_listing([str(b) for b in bad])} "
+                          f"outside 0..{samples - 1}: this run asks for decoding.samples={samples} per record; "
+                          "set decoding.samples to the file's number of outputs per record")
+    return [sample_key(r, i, samples) for r, i in zip(records, indexes)]
 
 
 def _listing(items: list[str]) -> str:
@@ -48,8 +67,8 @@ class ReplayEngine:
 
     backend = "replay"
 
-    def __init__(self, predictions: str | Path, known_ids: list[str]) -> None:
-        self._outputs = read_predictions(predictions)
+    def __init__(self, predictions: str | Path, known_ids: list[str], samples: int = 1) -> None:
+        self._outputs = read_predictions(predictions, samples)
         unknown = sorted(set(self._outputs) - set(known_ids))
         if unknown:
             raise EngineError(f"engine.predictions has {len(unknown)} sample ids that are not in "
@@ -59,7 +78,7 @@ class ReplayEngine:
 
     @classmethod
     def from_config(cls, engine: "ReplayEngineConfig", context: EngineContext) -> "ReplayEngine":  # noqa: F821
-        return cls(engine.predictions, context.sample_ids)
+        return cls(engine.predictions, context.sample_ids, context.decoding.samples)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """The stored output of each request; absent ones are failures counted as wrong."""

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from inference.console import bar_factory, progress, route_torch_logs
-from inference.engines import EngineContext, Generation, Request
+from inference.engines import EngineContext, Generation, Request, request_seed
 from inference.errors import EngineError
 from inference.models import cache_root
 from inference.toolcalls import grammar_key, grammar_spec
@@ -98,7 +98,7 @@ class VLLMEngine:
         return cls(model_path=model.path, constraint=decoding.constraint, max_model_len=context.max_model_len,
                    dtype=model.dtype, lora=model.lora, max_lora_rank=model.max_lora_rank,
                    tensor_parallel_size=model.tensor_parallel_size, max_new_tokens=decoding.max_new_tokens,
-                   temperature=decoding.temperature, seed=engine.seed, enforce_eager=engine.enforce_eager,
+                   temperature=decoding.temperature, seed=decoding.seed, enforce_eager=engine.enforce_eager,
                    gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
                    max_num_batched_tokens=engine.max_num_batched_tokens, cpu_kvcache_gib=engine.cpu_kvcache_gib,
                    compile_timeout_s=decoding.compile_timeout_s, enable_prefix_caching=engine.enable_prefix_caching)
@@ -113,7 +113,7 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         return SamplingParams(max_tokens=self._max_new_tokens, temperature=self._temperature,
-                              seed=self._seed, structured_outputs=structured)
+                              seed=request_seed(self._seed, request.sample_index), structured_outputs=structured)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """Generate all requests in one batch; a failing batch is retried request by request."""

@@ -100,8 +100,10 @@ def requests_for(prompts: pl.DataFrame, constraint: str, plan: PromptPlan) -> li
     return [Request(sample_id=row["sample_id"], prompt=row["prompt"],
                     prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
                     schema_json=None if constraint == "none" else row["schema_json"],
-                    call_format=fmt.parser if fmt else None, max_calls=plan.max_calls)
-            for row in prompts.select("sample_id", "prompt", "prompt_token_ids", "schema_json", "failure")
+                    call_format=fmt.parser if fmt else None, max_calls=plan.max_calls,
+                    sample_index=row["sample_index"])
+            for row in prompts.select("sample_id", "prompt", "prompt_token_ids", "schema_json", "failure",
+                                      "sample_index")
             .iter_rows(named=True) if row["failure"] is None]
 
 

@@ -48,7 +48,8 @@ def make_samples(outcomes: dict[str, Sequence[str]]) -> pl.DataFrame:
     for setting, answers in outcomes.items():
         for i, answer in enumerate(answers):
             output, failure = OUTCOMES[answer]
-            rows.append({"sample_id": f"{setting}-{i}", "setting": setting, "entry_id": i,
+            rows.append({"sample_id": f"{setting}-{i}", "record_id": f"{setting}-{i}", "sample_index": 0,
+                         "setting": setting, "entry_id": i,
                          "prompt_tokens": 100, "output_tokens": 20, "output": output,
                          "finish_reason": "length" if failure else "stop", "failure": failure,
                          "error": None, "gold_tool": GOLD_TOOL, "gold_params": canonical_json(GOLD_PARAMS),

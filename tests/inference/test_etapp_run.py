@@ -374,11 +374,11 @@ def test_the_reasoning_subset_is_the_papers_100_cases(etapp_data):
     from inference.benchmarks.etapp.options import EtappOptions
     from types import SimpleNamespace
 
-    from inference.run import load_samples
+    from inference.run import load_records
 
     options = EtappOptions(name="etapp", path=str(etapp_data), settings=["tool_given"], methods=["fc"],
                            subset="reasoning")
-    table = load_samples(SimpleNamespace(dataset=options), get_benchmark("etapp"))
+    table = load_records(SimpleNamespace(dataset=options), get_benchmark("etapp"))
     assert table.height == 100 and table.select("user", "instruction").is_unique().all()
     assert (table.group_by("instruction").len()["len"] == 2).all()
     users = list(read_profiles(etapp_data))
@@ -482,3 +482,34 @@ def test_every_case_is_readable_in_a_real_browser(tmp_path, etapp_data, browser)
     assert reminder.is_displayed() and "TURN 1 · REMINDER" in reminder.text
     browser.set_window_size(1280, 1400)
     assert browser.save_screenshot(str(shot)) and shot.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_repeated_episodes_each_run_their_own_sequence_and_are_judged_each(tmp_path, etapp_data):
+    """decoding.samples=2 under state=sequential: each repetition of John_Doe's cases 15 then 38
+    has its own sandbox (the event of case 15 conflicts in case 38 of the same repetition only),
+    and the scripted judge scores all four episodes; a judge score at dataset.pass_score passes."""
+    event = {"title": "Board review", "description": "quarterly", "start_time": "2024-09-10 23:00:00",
+             "end_time": "2024-09-10 23:30:00"}
+    ids = [f"tool_given/fc/John_Doe-{i}#{k}" for i in (15, 38) for k in (0, 1)]
+    agent = [{"sample_id": sid, "turn": 1, "calls": [{"name": "add_event_in_calendar", "arguments": event}]}
+             for sid in ids]
+    judge = tmp_path / "judge.jsonl"
+    rows = judge_script(etapp_data, [sid.split("#")[0] for sid in ids], 4)
+    judge.write_text("".join(json.dumps({**r, "sample_id": f"judge/{sid}"}) + "\n" for r, sid in zip(rows, ids)))
+    overrides = ["dataset.users=[John_Doe]", "dataset.instructions=[15,38]", "dataset.methods=[fc]",
+                 "dataset.settings=[tool_given]", "dataset.state=sequential", "decoding.samples=2",
+                 "dataset.pass_score=4", "engine@roles.judge.engine=script", f"roles.judge.engine.script={judge}"]
+    run = tmp_path / "run"
+    done = toolsweep(run, etapp_data, overrides, agent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = {r["sample_id"]: r["observation"] for r in messages(run) if r["role"] == "tool"}
+    assert list(seen) == sorted(ids)
+    assert all("successfully" in seen[f"tool_given/fc/John_Doe-15#{k}"] for k in (0, 1))
+    assert all("conflicting" in seen[f"tool_given/fc/John_Doe-38#{k}"] for k in (0, 1))
+    samples = pl.read_parquet(run / "samples.parquet")
+    assert samples["sample_index"].to_list() == [0, 1, 0, 1]
+    assert samples["record_id"].unique(maintain_order=True).to_list() == ["tool_given/fc/John_Doe-15",
+                                                                          "tool_given/fc/John_Doe-38"]
+    row = pl.read_parquet(run / "metrics.parquet").filter(pl.col("setting") == "all").row(0, named=True)
+    assert row["samples"] == 2 and row["personalization"] == 4.0 and row["personalization_sd"] == 0.0
+    assert row["passed_personalization_pass_hat_k"] == 1.0 and row["judge_failed"] == 0.0

@@ -43,7 +43,8 @@ def _select(table: pl.DataFrame, options: EtappOptions) -> pl.DataFrame:
         keep &= pl.col("case_id").is_in(pairs)
     order = [_rank("etapp_setting", table["etapp_setting"].unique(maintain_order=True).to_list()),
              _rank("method", options.methods), *([_rank("user", options.users)] if options.users else [])]
-    return table.filter(keep).sort(order, maintain_order=True)
+    chosen = table.filter(keep).sort(order, maintain_order=True)
+    return chosen.with_columns(pl.lit(float(options.pass_score), dtype=pl.Float64).alias("pass_score"))
 
 
 def _rank(column: str, values: list) -> pl.Expr:

@@ -36,6 +36,8 @@ class Episode:
     chat: list[dict[str, Any]]
     tools: Optional[list[dict[str, Any]]]
     """fc: the schemas given to the chat template; None for ReAct (they are in the prompt)."""
+    sample_index: int = 0
+    """Which of the case's `decoding.samples` episodes this is (its generations' seeds)."""
     record: list[dict[str, Any]] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     """trajectories.parquet rows, one per record message."""
@@ -149,7 +151,7 @@ def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar)
     return Request(sample_id=f"{episode.sample_id}@{episode.turn}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema,
                    call_format=grammar.call_format if schema else None, max_calls=limits.max_calls_per_response,
-                   calls_optional=schema is not None, regex=regex)
+                   calls_optional=schema is not None, regex=regex, sample_index=episode.sample_index)
 
 
 def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits: Limits,

@@ -21,8 +21,8 @@ from inference.failures import ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
 from .agent import Episode, Grammar, Limits, run_turns
-from .cases import Case, load_cases
-from .episodes import Context, new_episode, new_sandbox
+from .cases import load_cases
+from .episodes import Context, Slot, new_episode, new_sandbox
 from .options import EtappOptions
 
 SCORER = "etapp_judge"
@@ -44,10 +44,12 @@ def travelplanner_path(options: EtappOptions) -> Path:
     return Path(options.path).expanduser().resolve().parent / "travelplanner"
 
 
-def sample_cases(samples: pl.DataFrame, options: EtappOptions) -> list[tuple[str, str, Case]]:
-    """(setting, method, case) of every sample, in table order."""
+def sample_cases(samples: pl.DataFrame, options: EtappOptions) -> list[Slot]:
+    """The slot of every sample (its setting, method, case and sample index), in table order."""
     cases = {c.case_id: c for c in load_cases(Path(options.path).expanduser(), options.users, options.instructions)}
-    return [(s, m, cases[c]) for s, m, c in samples.select("etapp_setting", "method", "case_id").iter_rows()]
+    index = samples["sample_index"] if "sample_index" in samples.columns else pl.repeat(0, samples.height, eager=True)
+    rows = samples.select("etapp_setting", "method", "case_id", "sample_id").with_columns(index.alias("sample_index"))
+    return [Slot(s, m, cases[c], sid, i) for s, m, c, sid, i in rows.iter_rows()]
 
 
 class AgentSolver:
@@ -104,29 +106,34 @@ def agent_grammar(constraint: str, world: Context, parser: str | None, generator
                    call_format=family, read_fc=read)
 
 
-def run_episodes(samples: list[tuple[str, str, Case]], state: str, world: Context, generator: Any, limits: Limits,
+def run_episodes(samples: list[Slot], state: str, world: Context, generator: Any, limits: Limits,
                  grammar: Grammar, per_batch: int | None = None) -> list[Episode]:
     """All episodes, in sample order, `per_batch` at a time (None: all together); under
-    state=sequential a user's cases run one after another (in instruction order) on one sandbox,
-    every user's n-th case in one wave."""
+    state=sequential a user's cases run one after another (in instruction order) on one sandbox
+    (one per sample index: each repetition is its own sequence), every user's n-th case in one wave."""
     if state != "sequential":
-        episodes = [new_episode(c, s, m, world, new_sandbox(c, s, state, world)) for s, m, c in samples]
+        episodes = [new_episode(s, world, new_sandbox(s.case, s.setting, state, world)) for s in samples]
         _drive(episodes, generator, limits, grammar, per_batch)
         return episodes
-    sandboxes: dict[tuple[str, str, str], Any] = {}
+    sandboxes: dict[tuple[str, str, str, int], Any] = {}
     done: dict[str, Episode] = {}
     for wave in _waves(samples):
         batch = []
-        for setting, method, case in wave:
-            key = (setting, method, case.user)
+        for slot in wave:
+            key = _sequence(slot)
             if key in sandboxes:
-                sandboxes[key].advance(case.timestamp)
+                sandboxes[key].advance(slot.case.timestamp)
             else:
-                sandboxes[key] = new_sandbox(case, setting, "tool", world)
-            batch.append(new_episode(case, setting, method, world, sandboxes[key]))
+                sandboxes[key] = new_sandbox(slot.case, slot.setting, "tool", world)
+            batch.append(new_episode(slot, world, sandboxes[key]))
         _drive(batch, generator, limits, grammar, per_batch)
         done.update((e.sample_id, e) for e in batch)
-    return [done[f"{s}/{m}/{c.case_id}"] for s, m, c in samples]
+    return [done[s.sample_id] for s in samples]
+
+
+def _sequence(slot: Slot) -> tuple[str, str, str, int]:
+    """The cases that share one sandbox under state=sequential."""
+    return (slot.setting, slot.method, slot.case.user, slot.sample_index)
 
 
 def _drive(episodes: list[Episode], generator: Any, limits: Limits, grammar: Grammar, per_batch: int | None) -> None:
@@ -135,12 +142,13 @@ def _drive(episodes: list[Episode], generator: Any, limits: Limits, grammar: Gra
         run_turns(episodes[start:start + size], generator.generate, generator.render, limits, grammar, marker)
 
 
-def _waves(samples: list[tuple[str, str, Case]]) -> list[list[tuple[str, str, Case]]]:
-    """The n-th case of every (setting, method, user) in wave n, cases in instruction order."""
-    by_user: dict[tuple[str, str, str], list[tuple[str, str, Case]]] = {}
-    for setting, method, case in samples:
-        by_user.setdefault((setting, method, case.user), []).append((setting, method, case))
-    lines = [sorted(v, key=lambda item: item[2].instruction) for v in by_user.values()]
+def _waves(samples: list[Slot]) -> list[list[Slot]]:
+    """The n-th case of every sequence (setting, method, user, sample index) in wave n, cases in
+    instruction order."""
+    by_user: dict[tuple[str, str, str, int], list[Slot]] = {}
+    for slot in samples:
+        by_user.setdefault(_sequence(slot), []).append(slot)
+    lines = [sorted(v, key=lambda slot: slot.case.instruction) for v in by_user.values()]
     depth = max((len(v) for v in lines), default=0)
     return [[v[i] for v in lines if i < len(v)] for i in range(depth)]
 
@@ -149,10 +157,10 @@ def imported_episodes(samples: pl.DataFrame, options: EtappOptions) -> list[Epis
     """Upstream's saved trajectories instead of an agent run (no model)."""
     from .upstream import imported_episode, read_upstream
 
-    cases = sample_cases(samples, options)
-    found, _ = read_upstream(Path(options.upstream).expanduser(), sorted({c.user for _, _, c in cases}),
-                             sorted({c.instruction for _, _, c in cases}))
-    return [imported_episode(c, s, m, found[c.user][c.instruction]["output"]) for s, m, c in cases]
+    slots = sample_cases(samples, options)
+    found, _ = read_upstream(Path(options.upstream).expanduser(), sorted({s.case.user for s in slots}),
+                             sorted({s.case.instruction for s in slots}))
+    return [imported_episode(s, found[s.case.user][s.case.instruction]["output"]) for s in slots]
 
 
 def write_trajectories(episodes: list[Episode], run_dir: Path) -> None:

@@ -14,6 +14,18 @@ from .cases import Case, concrete_profile, read_profiles, read_toolkit, tool_dom
 TOOL_GIVEN, TOOL_RETRIEVAL = "tool_given", "tool_retrieval"
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One sample of the run: a case under a setting and method, and which of the case's
+    `decoding.samples` episodes it is."""
+
+    setting: str
+    method: str
+    case: Case
+    sample_id: str
+    sample_index: int = 0
+
+
 @dataclass
 class Context:
     """What every episode of a run reads: profiles, schemas, domains, the sandbox tables."""
@@ -42,8 +54,9 @@ def listed_schemas(case: Case, setting: str, toolkit: dict[str, dict[str, Any]])
     return [toolkit[name] for name in names]
 
 
-def new_episode(case: Case, setting: str, method: str, context: Context, sandbox: Any) -> Episode:
+def new_episode(slot: Slot, context: Context, sandbox: Any) -> Episode:
     """An episode at its start: system prompt and query, in the chat and in the record."""
+    case, setting, method = slot.case, slot.setting, slot.method
     profile = context.profiles[case.user]
     schemas = listed_schemas(case, setting, context.toolkit)
     preferences = (text.preferences_for_tools(list(case.available_tools), context.concrete[case.user],
@@ -52,8 +65,8 @@ def new_episode(case: Case, setting: str, method: str, context: Context, sandbox
     system = text.system_prompt(method, setting, profile, preferences, status, schemas)
     # Upstream stores the ReAct system turn without its one-shot example (the model saw it).
     stored = text.system_prompt(method, setting, profile, preferences, status, schemas, with_example=False)
-    episode = Episode(sample_id=f"{setting}/{method}/{case.case_id}", case=case, setting=setting, method=method,
-                      sandbox=sandbox, chat=[{"role": "system", "content": system}, {"role": "user", "content": case.query}],
+    episode = Episode(sample_id=slot.sample_id, case=case, setting=setting, method=method,
+                      sandbox=sandbox, sample_index=slot.sample_index, chat=[{"role": "system", "content": system}, {"role": "user", "content": case.query}],
                       tools=schemas if method == "fc" else None)
     episode.add({"role": "system", "content": stored})
     episode.add({"role": "user", "content": case.query})

@@ -71,10 +71,10 @@ def build_items(samples: pl.DataFrame, options: EtappOptions, messages: dict[str
     """One judge item per sample with a trajectory, in sample order."""
     world = Context.load(Path(options.path).expanduser(), travelplanner_path(options))
     items = []
-    for (setting, method, case), sample_id in zip(sample_cases(samples, options), samples["sample_id"]):
-        if sample_id in messages:
-            record = messages[sample_id]
-            items.append(_item(sample_id, method, case, world, record, named_tools(record)))
+    for slot in sample_cases(samples, options):
+        if slot.sample_id in messages:
+            record = messages[slot.sample_id]
+            items.append(_item(slot.sample_id, slot.method, slot.case, world, record, named_tools(record)))
     return items
 
 

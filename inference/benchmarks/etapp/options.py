@@ -49,6 +49,9 @@ class EtappOptions(DatasetConfig):
     longest answer fits roles.judge.decoding.max_new_tokens (recorded as judge_analysis_chars)."""
     judge_retries: int = 1
     """Extra judge attempts for an answer that does not parse, each with analysis strings half as long."""
+    pass_score: float = 4.0
+    """A judge score at or above it passes (the `*_pass` metrics, and their pass@k and pass^k under
+    decoding.samples > 1). Kept in samples.parquet, so a re-grade reads the same threshold."""
 
     def problems(self) -> list[str]:
         """Every invalid value, with the fix."""
@@ -65,6 +68,8 @@ class EtappOptions(DatasetConfig):
                 found.append(f"dataset.{key} must be an integer >= 1, got {getattr(self, key)}")
         if self.episodes_per_batch is not None and self.episodes_per_batch < 1:
             found.append(f"dataset.episodes_per_batch must be an integer >= 1 or null (all), got {self.episodes_per_batch}")
+        if not 0 <= self.pass_score <= 5:
+            found.append(f"dataset.pass_score must be a judge score in [0, 5], got {self.pass_score}")
         if self.judge_retries < 0:
             found.append(f"dataset.judge_retries must be an integer >= 0, got {self.judge_retries}")
         return found

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from .agent import FINISH, Episode
-from .cases import Case
 
 
 def upstream_file(folder: Path, user: str) -> Path:
@@ -52,10 +51,11 @@ def entry_problems(path: Path, entries: Any, instructions: list[int]) -> list[st
     return problems
 
 
-def imported_episode(case: Case, setting: str, method: str, messages: list[dict[str, Any]]) -> Episode:
-    """An episode rebuilt from upstream's record: counts and end reason as the loop would give."""
-    episode = Episode(sample_id=f"{setting}/{method}/{case.case_id}", case=case, setting=setting, method=method,
-                      sandbox=None, chat=[], tools=None)
+def imported_episode(slot: Any, messages: list[dict[str, Any]]) -> Episode:
+    """An episode rebuilt from upstream's record (`slot`: the sample's episodes.Slot): counts and
+    end reason as the loop would give."""
+    episode = Episode(sample_id=slot.sample_id, case=slot.case, setting=slot.setting, method=slot.method,
+                      sandbox=None, chat=[], tools=None, sample_index=slot.sample_index)
     for message in messages:
         kept = {"role": message["role"], "content": str(message.get("content") or "")}
         if "tool_calls" in message and message["role"] == "assistant":

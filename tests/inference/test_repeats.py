@@ -1,0 +1,112 @@
+"""decoding.samples=k end to end: replayed k outputs per record, and k real vLLM samples that
+survive a kill."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from inference.cache import request_key
+from inference.engines import Request, request_seed
+from inference.gold import gold_outputs
+from inference.benchmarks.petoolbench import load_petoolbench
+from tests.conftest import SAMPLE, tiny_args
+from tests.inference.test_end_to_end import run_toolsweep
+from tests.inference.test_resume import _command, _kill_at
+
+WRONG = json.dumps({"tool_name": "<Nowhere>.<Nothing>.<Nil>", "parameters": {}})
+# How often each of the first four p records is answered right in its five samples.
+RIGHT = {"p-900001": [0, 1, 2, 3, 4], "p-900002": [0, 2, 4], "p-900003": [3], "p-900004": []}
+
+
+def _replay_file(path: Path) -> Path:
+    gold = dict(gold_outputs(load_petoolbench(SAMPLE, ["p"])).iter_rows())
+    rows = [{"sample_id": record, "sample_index": i, "output": gold[record] if i in right else WRONG}
+            for record, right in RIGHT.items() for i in range(5)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_replayed_samples_give_pass_at_k_and_pass_hat_k_by_hand(tmp_path):
+    run = tmp_path / "run"
+    done = run_toolsweep(run, ["engine=replay", f"engine.predictions={_replay_file(tmp_path / 'k5.jsonl')}",
+                               "dataset.settings=[p]", "dataset.limit=4", "decoding.samples=5"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    samples = pl.read_parquet(run / "samples.parquet")
+    assert samples.height == 20 and samples["sample_id"][:2].to_list() == ["p-900001#0", "p-900001#1"]
+    assert samples.group_by("record_id").len()["len"].to_list() == [5] * 4
+    assert samples["failure"].null_count() == 20
+    row = pl.read_parquet(run / "metrics.parquet").filter(
+        (pl.col("setting") == "all") & (pl.col("parser") == "official")).row(0, named=True)
+    assert row["samples"] == 5
+    assert row["call_acc"] == pytest.approx(9 / 20)
+    # right per sample index: 0: 2 of 4, 1: 1, 2: 2, 3: 2, 4: 2 -> 0.5, 0.25, 0.5, 0.5, 0.5
+    assert row["call_acc_sd"] == pytest.approx(math.sqrt((4 * 0.05 ** 2 + 0.2 ** 2) / 4))
+    assert row["call_acc_pass_at_k"] == pytest.approx(3 / 4)
+    assert row["call_acc_pass_hat_k"] == pytest.approx(1 / 4)
+    curve = pl.read_parquet(run / "passk.parquet").filter(
+        (pl.col("setting") == "all") & (pl.col("parser") == "official") & (pl.col("metric") == "call_acc"))
+    k3 = curve.filter(pl.col("k") == 3).row(0, named=True)
+    # C(5,3) = 10 triples: 3 right of 5 miss in none with 2 wrong < 3; 1 right misses in C(4,3) = 4
+    assert k3["pass_at"] == pytest.approx((1 + 1 + (1 - 4 / 10) + 0) / 4)
+    assert k3["pass_hat"] == pytest.approx((1 + 1 / 10 + 0 + 0) / 4)
+    assert "call_acc pass@k" in (run / "metrics.md").read_text()
+    facts = json.loads((run / "run.json").read_text())
+    assert facts["decoding"]["samples_per_record"] == 5
+
+
+def test_replay_refuses_sample_indexes_the_run_does_not_have(tmp_path):
+    done = run_toolsweep(tmp_path / "run", ["engine=replay", f"engine.predictions={_replay_file(tmp_path / 'k5.jsonl')}",
+                                            "dataset.settings=[p]", "dataset.limit=4", "decoding.samples=3"])
+    assert done.returncode == 2
+    assert "sample_index values 3, 4 outside 0..2" in done.stderr and "decoding.samples" in done.stderr
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["decoding.samples=3"], "decoding.samples=3 with decoding.temperature=0 asks for 3 copies"),
+    (["decoding.samples=0"], "decoding.samples must be an integer >= 1, got 0"),
+])
+def test_samples_options_are_checked(tmp_path, embedded_model, overrides, message):
+    done = run_toolsweep(tmp_path / "run", ["model=smollm2-135m", *overrides])
+    assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
+
+
+def test_a_first_sample_keeps_the_key_of_a_one_sample_run_and_the_others_differ():
+    request = Request(sample_id="p-1", prompt="", prompt_token_ids=(1, 2, 3), schema_json=None)
+    keys = [request_key(Request(**{**request.__dict__, "sample_index": i}), {"x": 1}) for i in range(3)]
+    assert keys[0] == request_key(request, {"x": 1}) and len(set(keys)) == 3
+    assert request_seed(7, 0) == 7
+    assert len({request_seed(s, i) for s in range(4) for i in range(4)}) == 16
+
+
+@pytest.mark.vllm
+def test_vllm_samples_differ_and_a_killed_run_keeps_its_finished_samples(tmp_path, tiny_model, scratch_env):
+    """Three samples at temperature 0.7 of each bundled record, three requests a shard: killed
+    after the first shard, the rerun generates only the other two, and every record has three
+    different answers (a random model's sampled tokens)."""
+    args = [*tiny_args(tiny_model), "dataset.limit=1", "decoding.constraint=none", "decoding.samples=3",
+            "decoding.temperature=0.7", "engine.shard_size=3", "engine.cache=false"]
+    run = tmp_path / "run"
+    _kill_at(run, args, scratch_env, "shard 2/", True, 0.0)
+    parts = sorted((run / "parts").glob("part-*.parquet"))
+    first = pl.read_parquet(parts).select("cache_key", "output")
+    assert first.height == 3
+    import subprocess
+
+    from tests.conftest import REPO
+
+    done = subprocess.run(_command(run, args), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads((run / "run.json").read_text())
+    assert facts["generation"] == {"engine_calls": 6, "stored_hits": 3, "shards": 2}
+    samples = pl.read_parquet(run / "samples.parquet")
+    assert samples.height == 9 and samples["sample_index"].to_list() == [0, 1, 2] * 3
+    distinct = samples.group_by("record_id").agg(pl.col("output").n_unique())["output"].to_list()
+    assert distinct == [3, 3, 3], samples.select("sample_id", "output")
+    kept = pl.read_parquet(sorted((run / "parts").glob("part-*.parquet"))).select("cache_key", "output")
+    assert kept["cache_key"].is_unique().all() and first.join(kept, on="cache_key")["output"].to_list() == \
+        first["output"].to_list()
