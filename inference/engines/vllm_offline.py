@@ -66,6 +66,13 @@ class VLLMEngine:
             options["max_num_batched_tokens"] = max_num_batched_tokens
         if enable_prefix_caching is not None:
             options["enable_prefix_caching"] = enable_prefix_caching
+        if on_cpu and temperature > 0:
+            # Every sampled request carries its own seed (request_seed). vLLM's CPU runner fails a
+            # seeded request whose prompt is prefilled in chunks ("CPU Generator does not use
+            # offset": it rewinds the generator of a chunk's discarded token, which only a CUDA
+            # generator can), so prompts are prefilled whole, one step holding a full context.
+            options["enable_chunked_prefill"] = False
+            options["max_num_batched_tokens"] = max(max_num_batched_tokens or 0, max_model_len or 0, 8192)
         if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
             # In bytes rather than VLLM_CPU_KVCACHE_SPACE's whole GiB: the cache is zero-filled
             # at start-up (about 1.5 s a GiB here), which a small model should not pay for 2 GiB.
