@@ -116,3 +116,26 @@ def test_vllm_samples_differ_and_a_killed_run_keeps_its_finished_samples(tmp_pat
     kept = pl.read_parquet(sorted((run / "parts").glob("part-*.parquet"))).select("cache_key", "output")
     assert kept["cache_key"].is_unique().all() and first.join(kept, on="cache_key")["output"].to_list() == \
         first["output"].to_list()
+
+
+def test_a_sweeps_leaderboard_shows_the_spread_and_pass_columns(tmp_path):
+    """A sweep over the number of samples: the board has each job's k, its spread and pass
+    columns; the job whose file holds more samples than it asks for fails with the reason."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    sweep = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "engine=replay",
+                           f"engine.predictions={_replay_file(tmp_path / 'k5.jsonl')}", "dataset.settings=[p]",
+                           "dataset.limit=4", "decoding.samples=5,1"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    board = pl.read_parquet(sweep / "leaderboard.parquet").sort("job")
+    complete = board.filter((pl.col("setting") == "all") & (pl.col("parser") == "official"))
+    assert complete["samples"].to_list() == [5] and complete["call_acc"].to_list() == [pytest.approx(0.45)]
+    assert complete["call_acc_pass_hat_k"].to_list() == [pytest.approx(0.25)]
+    failed = board.filter(pl.col("status") == "failed")
+    assert failed["job"].to_list() == [1] and "outside 0..0" in failed["reason"][0]
+    text = (sweep / "leaderboard.md").read_text()
+    assert "call_acc pass^k" in text and "45.0% [" in text and "±" in text, text
