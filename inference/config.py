@@ -73,9 +73,26 @@ class DatasetConfig:
     """Settings to run, a subset of the benchmark's (each conf/dataset/*.yaml lists them; empty: all)."""
     limit: Optional[int] = None
     """Keep the first N samples of each setting (None: all)."""
+    shards: int = 1
+    """Split the run into this many parts, each its own job (`-m dataset.shards=3
+    dataset.shard=range(3)`); the sweep's end merges them into one run (inference/shards.py)."""
+    shard: Optional[int] = None
+    """Which part (0..shards-1) this run takes: a stable choice by a hash of the sample id (the
+    benchmark's shard key). None: all of them."""
 
     def problems(self) -> list[str]:
         """Every invalid value of the benchmark's own options (its subclass adds its checks)."""
+        return []
+
+    def shard_problems(self) -> list[str]:
+        if self.shards < 1:
+            return [f"dataset.shards must be an integer >= 1, got {self.shards}"]
+        if self.shard is not None and not 0 <= self.shard < self.shards:
+            return [f"dataset.shard={self.shard} must be in 0..{self.shards - 1} (dataset.shards={self.shards}); "
+                    f"sweep them with -m dataset.shards={self.shards} dataset.shard=range({self.shards})"]
+        if self.shard is None and self.shards > 1:
+            return [f"dataset.shards={self.shards} needs dataset.shard: run the parts as a sweep, "
+                    f"-m dataset.shards={self.shards} dataset.shard=range({self.shards})"]
         return []
 
 
@@ -338,6 +355,7 @@ def _sample_problems(cfg: ToolsweepConfig) -> list[str]:
 
 def _check_numbers(cfg: ToolsweepConfig) -> list[str]:
     problems = _number_problems("", cfg.decoding, cfg.model)
+    problems += cfg.dataset.shard_problems()
     if cfg.dataset.limit is not None and cfg.dataset.limit < 1:
         problems.append(f"dataset.limit must be an integer >= 1 or null, got {cfg.dataset.limit!r}")
     if not 0 <= cfg.max_error_rate <= 1:

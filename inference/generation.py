@@ -99,10 +99,10 @@ def context_length(model: ModelConfig) -> int:
     return int(getattr(text, "max_position_embeddings", 4096))
 
 
-def make_engine(role: Role, max_model_len: int | None, sample_ids: list[str]) -> Engine:
+def make_engine(role: Role, max_model_len: int | None, sample_ids: list[str], partial: bool = False) -> Engine:
     """The role's engine, loaded (this is where the model load happens)."""
     context = EngineContext(model=role.model, decoding=role.decoding, max_model_len=max_model_len,
-                            sample_ids=sample_ids)
+                            sample_ids=sample_ids, partial=partial)
     return engine_class(role.engine.target).from_config(role.engine, context)
 
 
@@ -134,8 +134,11 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 class Generator:
     """A role's rendering and generation, through the run's store; stats fill in as it runs."""
 
-    def __init__(self, role: Role, run_dir: Path, timer: Any, needs_tokenizer: bool = False) -> None:
+    def __init__(self, role: Role, run_dir: Path, timer: Any, needs_tokenizer: bool = False,
+                 partial: bool = False) -> None:
         self.role = role
+        self.partial = partial
+        """One shard of a sharded run (EngineContext.partial)."""
         self.run_dir = run_dir
         self.timer = timer
         self.dtype = resolve_dtype(role) if role.engine.loads_model else None
@@ -205,7 +208,7 @@ class Generator:
     def _unstored(self, requests: list[Request]) -> list[Generation]:
         """Engines that load no model (replay, script) answer directly: nothing to store."""
         if self._engine is None:
-            self._engine = make_engine(self.role, None, [r.sample_id for r in requests])
+            self._engine = make_engine(self.role, None, [r.sample_id for r in requests], self.partial)
             self.stats["backend"] = self._engine.backend
             missing = getattr(self._engine, "missing", [])
             if missing:

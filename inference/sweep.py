@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 
 from grading.scoring import format_value, get_scorer, primary_reading
 from grading.sweep import override_value, parse_step
+from inference.errors import ToolsweepError
 
 CHILD_FLAG = "TOOLSWEEP_SWEEP_CHILD"
 _ERROR_PREFIX = "toolsweep: error: "
@@ -91,6 +92,8 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     command = [sys.executable, "-m", "inference.cli", *task_overrides, f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
     returncode, log = _stream(command, env, run_dir / "job.log")
+    if returncode == -signal.SIGTERM and os.environ.get("SLURM_JOB_ID"):
+        await_requeue(job_num)
     outcome = {"status": "complete" if returncode == 0 else "failed",
                "reason": None if returncode == 0 else failure_reason(returncode, log),
                "returncode": returncode, "overrides": list(task_overrides),
@@ -99,6 +102,16 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     (run_dir / "job.json").write_text(json.dumps(outcome, indent=2) + "\n", encoding="utf-8")
     _report(job_num, outcome, False, run_dir)
     return outcome
+
+
+def await_requeue(job_num: int) -> None:
+    """SLURM stopped the job (preemption, `scontrol requeue`, a time limit) and will run it
+    again: end here without an outcome, so that the requeued run, not this one, reports the job
+    (it resumes from the shards written so far). SLURM's SIGKILL ends the wait."""
+    print(f"[toolsweep] job {job_num}: stopped by SLURM (SIGTERM); it resumes from its shards when requeued",
+          flush=True)
+    while True:
+        time.sleep(60)
 
 
 def kept_outcome(run_dir: Path, task_overrides: Sequence[str]) -> dict[str, Any] | None:
@@ -209,6 +222,10 @@ class LeaderboardCallback(Callback):
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         _PROGRESS.update(total=count_jobs(list(config.hydra.overrides.task)), walls=[], seen=0)
+        if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")):
+            from inference.slurm import quiet_accounting
+
+            quiet_accounting()
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from grading.leaderboard import write_leaderboard
@@ -218,3 +235,17 @@ class LeaderboardCallback(Callback):
             return
         for path in write_leaderboard(sweep_dir):
             print(f"[toolsweep] wrote {path}", flush=True)
+        merge_if_sharded(sweep_dir)
+
+
+def merge_if_sharded(sweep_dir: Path) -> None:
+    """A sweep whose jobs are the parts of one run (dataset.shard) ends with the merged run;
+    one with unfinished parts says how to finish them."""
+    from inference.merge import merge_shards, shard_jobs
+
+    if shard_jobs(sweep_dir) is None:
+        return
+    try:
+        print(f"[toolsweep] merged the shards into {merge_shards(sweep_dir)}", flush=True)
+    except ToolsweepError as exc:
+        print(f"[toolsweep] not merged: {exc}", flush=True)

@@ -83,6 +83,9 @@ class Benchmark:
     (the model's own tool-call format, tools given to the chat template)."""
     max_calls: int = 1
     """Calls one answer may hold in the native format (the grammar allows up to this many)."""
+    shard_key: Callable[[pl.DataFrame, Any], pl.Series] | None = None
+    """(records, options) -> what keeps samples in one shard under `dataset.shards` (ETAPP: a
+    case, or a user's cases under state=sequential); None: the sample id."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],

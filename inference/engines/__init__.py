@@ -60,6 +60,8 @@ class EngineContext:
     """inference.config.DecodingConfig"""
     max_model_len: Optional[int]
     sample_ids: list[str]
+    partial: bool = False
+    """The run is one shard of several (dataset.shard): stored answers may cover other shards' samples."""
 
 
 def request_seed(seed: int, sample_index: int) -> int:

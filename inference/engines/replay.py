@@ -67,10 +67,11 @@ class ReplayEngine:
 
     backend = "replay"
 
-    def __init__(self, predictions: str | Path, known_ids: list[str], samples: int = 1) -> None:
+    def __init__(self, predictions: str | Path, known_ids: list[str], samples: int = 1, partial: bool = False) -> None:
         self._outputs = read_predictions(predictions, samples)
         unknown = sorted(set(self._outputs) - set(known_ids))
-        if unknown:
+        # One shard of a run: the file answers every shard, so ids outside this one are expected.
+        if unknown and not partial:
             raise EngineError(f"engine.predictions has {len(unknown)} sample ids that are not in "
                               f"the dataset: {_listing(unknown)}. Check dataset.settings, "
                               "dataset.limit and the id form '{setting}-{entry_id}'.")
@@ -78,7 +79,7 @@ class ReplayEngine:
 
     @classmethod
     def from_config(cls, engine: "ReplayEngineConfig", context: EngineContext) -> "ReplayEngine":  # noqa: F821
-        return cls(engine.predictions, context.sample_ids, context.decoding.samples)
+        return cls(engine.predictions, context.sample_ids, context.decoding.samples, context.partial)
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """The stored output of each request; absent ones are failures counted as wrong."""

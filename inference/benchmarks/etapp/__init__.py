@@ -61,6 +61,12 @@ def reasoning_cases(users: list[str]) -> set[tuple[str, int]]:
     return {(users[u], number) for number in range(50) for u in draw.sample(range(16), 2)}
 
 
+def _shard_key(table: pl.DataFrame, options: EtappOptions) -> pl.Series:
+    """A case's episodes (every setting and method) in one shard; under state=sequential, a
+    user's cases, which run one after another on one sandbox."""
+    return table["user"] if options.state == "sequential" else table["case_id"]
+
+
 def _check(cfg) -> list[str]:
     from .checks import input_problems, unused_options
 
@@ -72,4 +78,4 @@ BENCHMARK = Benchmark(
     solvers=("inference.benchmarks.etapp.agent_solver", "inference.benchmarks.etapp.judge_solver"),
     engine_answers=("prompts", "turns"),
     path_hint="the ETAPP folder holding data/instruction/instruction.json, profile/, toolkit/ and database/",
-    scorer="etapp_judge")
+    scorer="etapp_judge", shard_key=_shard_key)

@@ -1,0 +1,126 @@
+"""`toolsweep-merge SWEEP_DIR`: a sharded run's parts (inference/shards.py) joined into one run.
+
+When every job of a sweep is a part of one run (`-m dataset.shards=N dataset.shard=range(N)`),
+the sweep's end (or this command) writes SWEEP_DIR/merged: the parts' samples in the unsharded
+run's order (the benchmark's files are read again for it), re-graded, so its samples.parquet,
+metrics.parquet and report.html are those of the unsharded run; ETAPP's trajectories and
+judgements are joined the same way, and run.json sums the parts' generation counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from grading.files import atomic_write
+from grading.sweep import Job, find_jobs
+from inference.errors import DatasetError, ToolsweepError
+
+MERGED = "merged"
+"""The merged run's folder in the sweep dir."""
+SIDE_TABLES = ("trajectories.parquet", "judgements.parquet")
+"""Per-sample tables a run may write besides samples.parquet (ETAPP), joined by sample id."""
+
+
+def shard_jobs(sweep_dir: Path) -> list[Job] | None:
+    """The sweep's jobs when they are exactly the parts of one sharded run (each job's overrides
+    the same but for dataset.shard, one job per part); None for any other sweep."""
+    jobs = find_jobs(sweep_dir)
+    parts = [_shard_override(job.overrides) for job in jobs]
+    if not jobs or any(p is None for p in parts):
+        return None
+    rest = {tuple(o for o in job.overrides if not o.startswith("dataset.shard=")) for job in jobs}
+    return jobs if len(rest) == 1 and sorted(parts) == list(range(len(jobs))) else None
+
+
+def _shard_override(overrides: tuple[str, ...]) -> int | None:
+    values = [o.split("=", 1)[1] for o in overrides if o.startswith("dataset.shard=")]
+    return int(values[0]) if len(values) == 1 and values[0].isdigit() else None
+
+
+def merge_shards(sweep_dir: Path) -> Path:
+    """SWEEP_DIR/merged from the sweep's finished parts; an error names the unfinished ones."""
+    jobs = shard_jobs(sweep_dir)
+    if jobs is None:
+        raise DatasetError(f"{sweep_dir} is not a sharded run: its jobs must differ only in dataset.shard, one job "
+                           "per part (run it as -m dataset.shards=N dataset.shard=range(N))")
+    unfinished = [f"{job.number} ({job.status}: {job.reason})" for job in jobs if job.status != "complete"]
+    if unfinished:
+        raise DatasetError(f"{sweep_dir}: shards {unfinished} are not complete; rerun the same sweep with "
+                           f"hydra.sweep.dir={sweep_dir} (finished shards are kept, the others resume)")
+    facts = [json.loads((job.path / "run.json").read_text(encoding="utf-8")) for job in jobs]
+    order = _unsharded_order(facts[0]["config"])
+    target = Path(sweep_dir) / MERGED
+    target.mkdir(exist_ok=True)
+    for name in SIDE_TABLES:
+        _merge_side_table(jobs, name, order, target)
+    samples = _in_order(pl.concat([pl.read_parquet(j.path / "samples.parquet") for j in jobs], how="diagonal_relaxed"),
+                        order)
+    _write_merged(samples, jobs, facts, target)
+    return target
+
+
+def _unsharded_order(config: dict[str, Any]) -> dict[str, int]:
+    """sample_id -> its position in the run without dataset.shard (the benchmark's files, read again)."""
+    from inference.run import load_samples, run_config
+
+    whole = {**config, "dataset": {**config["dataset"], "shard": None, "shards": 1}}
+    cfg, benchmark = run_config(whole)
+    ids = load_samples(cfg, benchmark)["sample_id"].to_list()
+    return {sample_id: number for number, sample_id in enumerate(ids)}
+
+
+def _in_order(table: pl.DataFrame, order: dict[str, int], extra: tuple[str, ...] = ()) -> pl.DataFrame:
+    missing = [s for s in table["sample_id"].unique().to_list() if s not in order]
+    if missing:
+        raise DatasetError(f"the shards hold samples the unsharded run does not ({missing[:5]}): were they run on "
+                           "other data? rerun them")
+    position = table["sample_id"].replace_strict(order, return_dtype=pl.Int64)
+    return table.with_columns(position.alias("__order")).sort("__order", *extra, maintain_order=True).drop("__order")
+
+
+def _merge_side_table(jobs: list[Job], name: str, order: dict[str, int], target: Path) -> None:
+    paths = [job.path / name for job in jobs if (job.path / name).is_file()]
+    if not paths:
+        return
+    extra = ("index",) if name == "trajectories.parquet" else ()
+    table = _in_order(pl.concat([pl.read_parquet(p) for p in paths]), order, extra)
+    atomic_write(target / name, table.write_parquet)
+
+
+def _write_merged(samples: pl.DataFrame, jobs: list[Job], facts: list[dict[str, Any]], target: Path) -> None:
+    from grading.outputs import write_graded
+    from grading.report import read_metadata
+    from inference.runinfo import write_run_json
+
+    merged = {**facts[0], "config": {**facts[0]["config"], "dataset": {**facts[0]["config"]["dataset"],
+                                                                        "shard": None}},
+              "shards": [str(job.path) for job in jobs],
+              "generation": {k: sum(f["generation"].get(k, 0) for f in facts)
+                             for k in ("engine_calls", "stored_hits", "shards")}}
+    meta = read_metadata(jobs[0].path / "samples.parquet")
+    write_graded(samples, target, meta, facts=merged)
+    write_run_json(target, merged)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`toolsweep-merge SWEEP_DIR`: join a sharded run's parts into SWEEP_DIR/merged."""
+    parser = argparse.ArgumentParser(prog="toolsweep-merge", description=main.__doc__)
+    parser.add_argument("sweep_dir", type=Path, help="the sweep dir of a -m dataset.shards=N dataset.shard=range(N) run")
+    args = parser.parse_args(argv)
+    try:
+        target = merge_shards(args.sweep_dir)
+    except ToolsweepError as exc:
+        print(f"toolsweep-merge: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"[toolsweep] merged {args.sweep_dir} into {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
