@@ -76,10 +76,7 @@ def _percentile_ci(values: np.ndarray, n_resamples: int, seed: int, level: float
     _check_resampling(n_resamples, level)
     if values.size == 0:
         return (math.nan, math.nan)
-    means = _resampled_means(values, n_resamples, np.random.default_rng(seed))
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return (float(low), float(high))
+    return _quantile_ci(_resampled_means(values, n_resamples, np.random.default_rng(seed)), level)
 
 
 def _resampled_means(values: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -109,8 +106,12 @@ def resampled_ci(statistic: Callable[[np.ndarray], float | None], size: int, n_r
     for _ in range(n_resamples):
         value = statistic(rng.integers(0, size, size))
         values.append(math.nan if value is None else value)
-    finite = np.asarray(values, dtype=np.float64)
-    finite = finite[~np.isnan(finite)]
+    return _quantile_ci(np.asarray(values, dtype=np.float64), level)
+
+
+def _quantile_ci(statistics: np.ndarray, level: float) -> tuple[float, float]:
+    """The percentile interval of resampled statistics, undefined ones (nan) left out."""
+    finite = statistics[~np.isnan(statistics)]
     if finite.size == 0:
         return (math.nan, math.nan)
     tail = (1 - level) / 2
@@ -140,20 +141,19 @@ def clustered_ci(metric: Metric, arrays: Sequence[np.ndarray], matrix: np.ndarra
     narrow the interval as if there were k times the records."""
     padded = [np.append(a, np.nan) for a in arrays]
     if metric.per_sample:
-        values = padded[0][matrix]
-        sums, counts = np.nansum(values, axis=1), np.sum(~np.isnan(values), axis=1).astype(np.float64)
-        _check_resampling(n_resamples, level)
-        picks = np.random.default_rng(seed).integers(0, len(matrix), (n_resamples, len(matrix)))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
-        means = means[~np.isnan(means)]
-        if means.size == 0:
-            return (math.nan, math.nan)
-        tail = (1 - level) / 2
-        low, high = np.quantile(means, [tail, 1 - tail])
-        return (float(low), float(high))
+        return _clustered_mean_ci(padded[0][matrix], n_resamples, seed, level)
     return resampled_ci(lambda pick: metric.reduce(*(a[matrix[pick].ravel()] for a in padded)), len(matrix),
                         n_resamples, seed, level)
+
+
+def _clustered_mean_ci(values: np.ndarray, n_resamples: int, seed: int, level: float) -> tuple[float, float]:
+    # A plain mean over resampled records is the ratio of their summed values to their counts:
+    # every resample at once, from each record's sum and count.
+    _check_resampling(n_resamples, level)
+    sums, counts = np.nansum(values, axis=1), np.sum(~np.isnan(values), axis=1).astype(np.float64)
+    picks = np.random.default_rng(seed).integers(0, len(values), (n_resamples, len(values)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _quantile_ci(sums[picks].sum(axis=1) / counts[picks].sum(axis=1), level)
 
 
 def metric_cis(metrics: Sequence[Metric], frame: pl.DataFrame, reading: str,
