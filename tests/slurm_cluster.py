@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,10 @@ class Cluster:
     gpus: int = 0
     """Count-only GPU resources on the node (no devices): what a GPU cluster's sinfo shows."""
 
+    sockets: Path = Path()
+    """A short folder for slurmd's spool and munge's socket: a Unix socket path may not pass 108
+    bytes, and pytest's temporary folders under xdist come close (set by `start`)."""
+
     @property
     def conf(self) -> Path:
         return self.root / "slurm.conf"
@@ -59,11 +64,12 @@ class Cluster:
         return subprocess.run(list(command), env=self.env(), capture_output=True, text=True, timeout=60, check=check)
 
     def start(self) -> "Cluster":
-        for part in ("state", "spool", "log"):
+        for part in ("state", "log"):
             (self.root / part).mkdir(parents=True, exist_ok=True)
+        self.sockets = Path(tempfile.mkdtemp(prefix="tsl-", dir="/tmp"))
         self._write_conf()
         sbin = "/usr/sbin"
-        subprocess.run([f"{sbin}/munged", "--force", f"--socket={self.root / 'munge.socket'}",
+        subprocess.run([f"{sbin}/munged", "--force", f"--socket={self.sockets / 'munge.socket'}",
                         f"--pid-file={self.root / 'munged.pid'}", f"--log-file={self.root / 'log' / 'munged.log'}",
                         f"--seed-file={self.root / 'munge.seed'}"], check=True, timeout=30)
         subprocess.run([f"{sbin}/slurmctld", "-c", "-f", str(self.conf)], env=self.env(), check=True, timeout=60)
@@ -82,6 +88,8 @@ class Cluster:
                     os.kill(int(pid_file.read_text().split()[0]), 15)
                 except (ProcessLookupError, ValueError):
                     pass
+        if self.sockets != Path():
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
     def jobs(self) -> list[str]:
         """Ids of the jobs in the queue (pending or running)."""
@@ -106,9 +114,9 @@ class Cluster:
         self.conf.write_text("\n".join([
             "ClusterName=toolsweep", "SlurmctldHost=localhost(127.0.0.1)",
             f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
-            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={root / 'munge.socket'}",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.sockets / 'munge.socket'}",
             "SlurmUser=root", "SlurmdUser=root",
-            f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}",
+            f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={self.sockets}",
             f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd.pid'}",
             f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",

@@ -96,7 +96,7 @@ def test_a_gpu_cluster_is_asked_for_tensor_parallel_gpus_per_task(tmp_path):
         cluster.start()
         sweep = tmp_path / "sweep"
         toolsweep(cluster, ["-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=slurm", "model=local",
-                            f"model.path={tmp_path / 'no-model'}", "model.tensor_parallel_size=2"], timeout=300)
+                            f"model.path={tmp_path / 'no-model'}", "model.tensor_parallel_size=2"], timeout=180)
         assert "#SBATCH --gpus-per-node=2" in sbatch_lines(sweep)
         job = json.loads((sweep / "0" / "job.json").read_text())
         assert job["status"] == "failed" and "no-model" in job["reason"]  # it ran, and refused the folder
