@@ -70,7 +70,7 @@ def run_facts(cfg: ToolsweepConfig, resolved: dict[str, Any], table: pl.DataFram
         "decoding": {"greedy": cfg.decoding.temperature == 0, "temperature": cfg.decoding.temperature,
                      "max_new_tokens": cfg.decoding.max_new_tokens, "seed": cfg.decoding.seed,
                      "samples_per_record": cfg.decoding.samples},
-        "samples": _sample_facts(table), "wall_s": {**timer.phases, "total": timer.total()},
+        "samples": sample_facts(table), "wall_s": {**timer.phases, "total": timer.total()},
         "throughput": _throughput(table, main),
         "packages": package_versions(), "commit": git_commit(REPO_ROOT), "machine": machine(),
     }
@@ -83,7 +83,8 @@ def _model_facts(cfg: ToolsweepConfig) -> dict[str, Any]:
             else None}
 
 
-def _sample_facts(table: pl.DataFrame) -> dict[str, Any]:
+def sample_facts(table: pl.DataFrame) -> dict[str, Any]:
+    """run.json's sample counts: total, generated, failed and the failures by class."""
     generated = table.filter(pl.col("output_tokens").is_not_null())
     failures = table["failure"].drop_nulls()
     return {"total": table.height, "generated": generated.height, "failed": failures.len(),

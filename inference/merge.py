@@ -96,11 +96,12 @@ def _merge_side_table(jobs: list[Job], name: str, order: dict[str, int], target:
 def _write_merged(samples: pl.DataFrame, jobs: list[Job], facts: list[dict[str, Any]], target: Path) -> None:
     from grading.outputs import write_graded
     from grading.report import read_metadata
+    from inference.finish import sample_facts
     from inference.runinfo import write_run_json
 
     merged = {**facts[0], "config": {**facts[0]["config"], "dataset": {**facts[0]["config"]["dataset"],
                                                                         "shard": None}},
-              "shards": [str(job.path) for job in jobs],
+              "shards": [str(job.path) for job in jobs], "samples": sample_facts(samples),
               "generation": {k: sum(f["generation"].get(k, 0) for f in facts)
                              for k in ("engine_calls", "stored_hits", "shards")}}
     meta = read_metadata(jobs[0].path / "samples.parquet")

@@ -92,7 +92,10 @@ def accounting_enabled() -> bool:
     """Whether `sacct` answers on this cluster (False where accounting storage is disabled)."""
     if shutil.which("sacct") is None:
         return False
-    done = subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True, text=True, timeout=30)
+    try:
+        done = subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False  # an accounting daemon that does not answer: follow the jobs with squeue
     return done.returncode == 0
 
 
