@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -101,7 +102,21 @@ def core_binding() -> dict[str, str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests that start an engine first (a stable sort, the same on every xdist worker): the
-    long ones then start while the many quick ones fill the other workers, instead of one long
-    test running alone at the end."""
-    items.sort(key=lambda item: not (item.get_closest_marker("vllm") or "tiny_model" in item.fixturenames))
+    """The tests that start an engine first in every worker's share (the same order on every
+    xdist worker). pytest-xdist's worksteal hands each of the W workers a contiguous W-th of the
+    collection and steals from the end of a worker's queue, so the long tests are dealt out
+    round-robin to the front of each share: they start at once, everywhere, while the quick
+    ones fill in and are the ones stolen, instead of one long test running alone at the end."""
+    long = [item for item in items if item.get_closest_marker("vllm") or "tiny_model" in item.fixturenames]
+    quick = [item for item in items if not (item.get_closest_marker("vllm") or "tiny_model" in item.fixturenames)]
+    items[:] = dealt(long, quick, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def dealt(long: list, quick: list, workers: int) -> list:
+    """`long` round-robin to the front of `workers` equal contiguous shares, `quick` filling them."""
+    size = -(-(len(long) + len(quick)) // workers)
+    shares = [long[w::workers] for w in range(workers)]
+    rest = iter(quick)
+    for share in shares:
+        share.extend(itertools.islice(rest, max(size - len(share), 0)))
+    return [item for share in shares for item in share] + list(rest)
