@@ -43,8 +43,8 @@ def _shard_override(overrides: tuple[str, ...]) -> int | None:
     return int(values[0]) if len(values) == 1 and values[0].isdigit() else None
 
 
-def merge_shards(sweep_dir: Path) -> Path:
-    """SWEEP_DIR/merged from the sweep's finished parts; an error names the unfinished ones."""
+def finished_parts(sweep_dir: Path) -> list[Job]:
+    """The parts of a sharded run, every one complete; an error says what is not."""
     jobs = shard_jobs(sweep_dir)
     if jobs is None:
         raise DatasetError(f"{sweep_dir} is not a sharded run: its jobs must differ only in dataset.shard, one job "
@@ -53,6 +53,12 @@ def merge_shards(sweep_dir: Path) -> Path:
     if unfinished:
         raise DatasetError(f"{sweep_dir}: shards {unfinished} are not complete; rerun the same sweep with "
                            f"hydra.sweep.dir={sweep_dir} (finished shards are kept, the others resume)")
+    return jobs
+
+
+def merge_shards(sweep_dir: Path) -> Path:
+    """SWEEP_DIR/merged from the sweep's finished parts; an error names the unfinished ones."""
+    jobs = finished_parts(sweep_dir)
     facts = [json.loads((job.path / "run.json").read_text(encoding="utf-8")) for job in jobs]
     order = _unsharded_order(facts[0]["config"])
     target = Path(sweep_dir) / MERGED
