@@ -224,3 +224,18 @@ def test_requests_follow_the_engine_and_the_partition(monkeypatch):
     answers.update({"%G": ("(null)",), "%c": ("2",), "%m": ("7800",)})
     assert requests.gpus(4, "inference.engines.vllm_offline:VLLMEngine") == 0
     assert (requests.cpus(), requests.mem_gb()) == (2, 7)
+
+
+def test_a_sharded_sweep_with_an_unfinished_part_is_not_merged_and_says_how_to_finish(tmp_path):
+    """Parts that fail (here every part, refusing dataset.limit=0) leave no merged run; the
+    sweep says which parts and how to finish them; toolsweep-merge says the same."""
+    answers = _mixed_answers(tmp_path / "answers.jsonl")
+    sweep = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "engine=replay",
+                           f"engine.predictions={answers}", "dataset.shards=2", "dataset.shard=range(2)",
+                           "dataset.limit=0"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "not merged" in done.stdout and f"hydra.sweep.dir={sweep}" in done.stdout, done.stdout[-2000:]
+    assert not (sweep / "merged").exists()
+    merged = subprocess.run([sys.executable, "-m", "inference.merge", str(sweep)], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert merged.returncode == 2 and "are not complete" in merged.stderr
