@@ -24,10 +24,10 @@ import polars as pl
 from grading.errors import GradingError
 from grading.files import read_facts, run_folder, samples_file
 from grading.report import markdown_table, write_table
+from grading.scorers.etapp_judge import DIMENSIONS
 from grading.stats import resampled_ci
 from grading.sweep import job_dirs
 
-DIMENSIONS = ("procedure", "personalization", "proactivity")
 SCORES = tuple(range(6))
 POINT_SCORES = (0, 1, 2)
 HEADLINE = "personalization"

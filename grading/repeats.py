@@ -50,16 +50,13 @@ def samples_per_record(frame: pl.DataFrame) -> int:
 def record_matrix(frame: pl.DataFrame) -> np.ndarray | None:
     """Row indices by record (records x k, padded with `frame.height`, a row of nulls), or None
     where every record has one row (resample rows as they are)."""
-    ids = record_ids(frame).to_list()
-    members: dict[Any, list[int]] = {}
-    for row, record in enumerate(ids):
-        members.setdefault(record, []).append(row)
-    width = max((len(m) for m in members.values()), default=1)
-    if width == 1:
+    if samples_per_record(frame) == 1:
         return None
-    matrix = np.full((len(members), width), frame.height, dtype=np.int64)
-    for number, rows in enumerate(members.values()):
-        matrix[number, :len(rows)] = rows
+    rows = frame.select(pl.col("record_id"), pl.int_range(pl.len()).alias("row")).group_by(
+        "record_id", maintain_order=True).agg("row")["row"].to_list()
+    matrix = np.full((len(rows), max(map(len, rows))), frame.height, dtype=np.int64)
+    for number, members in enumerate(rows):
+        matrix[number, :len(members)] = members
     return matrix
 
 

@@ -107,7 +107,7 @@ def metrics_cells(metrics: pl.DataFrame, scorer: Scorer) -> tuple[list[str], lis
               if repeated and metrics[c].null_count() < metrics.height]
     cols = ["setting", "parser", "n", *(["samples"] if repeated else []), *shown, *passes,
             *(c for c in _SHOWN_COUNTS if c in metrics.columns)]
-    header = [_heading(c) for c in cols]
+    header = [pass_heading(c) for c in cols]
     return header, [[_cell(scorer, c, r, repeated) for c in cols] for r in metrics.iter_rows(named=True)]
 
 
@@ -116,8 +116,8 @@ def repeated_samples(table: pl.DataFrame) -> bool:
     return "samples" in table.columns and bool((table["samples"].fill_null(1) > 1).any())
 
 
-def _heading(column: str) -> str:
-    """pass metrics as `tool_ok pass@k` / `tool_ok pass^k`."""
+def pass_heading(column: str) -> str:
+    """A pass column as a table heads it: `tool_acc pass@k` / `tool_acc pass^k` (others as they are)."""
     return column.replace(f"_{PASS_AT}", " pass@k").replace(f"_{PASS_HAT}", " pass^k")
 
 

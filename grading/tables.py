@@ -12,7 +12,7 @@ from typing import Sequence
 import polars as pl
 
 from grading.repeats import PASS_AT, PASS_HAT, pass_metrics
-from grading.report import percent, percent_ci, repeated_samples, value_ci, with_sd
+from grading.report import pass_heading, percent, percent_ci, repeated_samples, value_ci, with_sd
 from grading.scoring import Metric, Scorer, format_value, get_scorer
 
 Cells = tuple[list[str], list[list[str]]]
@@ -42,7 +42,7 @@ def leaderboard_cells(board: pl.DataFrame) -> Cells:
     passes = _pass_columns(board, board_scorers(board)) if repeated else []
     header = ["job", "configuration", "model", *(["judge"] if judged else []), *(["history"] if ablated else []),
               "step", "setting", "parser", *(["samples"] if repeated else []), *(m.name for m in metrics),
-              *(c.replace(f"_{PASS_AT}", " pass@k").replace(f"_{PASS_HAT}", " pass^k") for c in passes),
+              *(pass_heading(c) for c in passes),
               "status", "reason"]
     rows = [[str(r["job"]), names[r["job"]], r["model"] or "", *([r["judge"] or ""] if judged else []),
              *([r["history"] or ""] if ablated else []),

@@ -56,6 +56,10 @@ def join_history(head: str, items: list[Any], tail: str) -> str:
     return head + json.dumps(items, ensure_ascii=False) + tail
 
 
+def _rng(seed: str) -> random.Random:
+    return random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:16], 16))
+
+
 def ablated_items(items: list[Any], mode: str, k: int, drop_ratings: bool, seed: str) -> list[Any]:
     if mode in ("full", "swap"):  # swap rewrites names in the text (swap_table), not the items
         kept = list(items)
@@ -65,7 +69,7 @@ def ablated_items(items: list[Any], mode: str, k: int, drop_ratings: bool, seed:
         kept = items[-k:] if k else []
     elif mode == "shuffled":
         kept = list(items)
-        random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:16], 16)).shuffle(kept)
+        _rng(seed).shuffle(kept)
     else:
         kept = list(items)
     if drop_ratings:
@@ -103,10 +107,6 @@ def ablate_table(table: pl.DataFrame, mode: str, k: int, drop_ratings: bool, see
         natives.append(ablate(native, mode, k, drop_ratings, salt))
     return table.with_columns(pl.Series("system", systems, dtype=pl.String),
                               pl.Series("native_system", natives, dtype=pl.String))
-
-
-def _rng(seed: str) -> random.Random:
-    return random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:16], 16))
 
 
 def provider(tool: str) -> str:
