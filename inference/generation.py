@@ -229,7 +229,7 @@ class Generator:
         if self._engine is None:
             marker("loading model" if self.role.name == MODEL_ROLE else f"loading the {self.role.name} model")
             with self.timer.phase("model_load"):
-                self._engine = make_engine(self.role, self.max_model_len, sample_ids)
+                self._engine = make_engine(self.role, self.max_model_len, sample_ids, self.partial)
         return self._engine
 
     def _sharded(self, requests: list[Request], keys: list[str]) -> list[Generation]:
