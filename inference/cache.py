@@ -120,10 +120,14 @@ def request_key(request: Request, context: dict[str, Any]) -> str:
 
     Every field of the request enters it but the sample id and the prompt text (the token ids
     are the prompt), so a new request field cannot be left out of the key; `sample_index` 0 is
-    left out too, so a first sample is the cached answer of a one-sample run."""
+    left out too, so a first sample is the cached answer of a one-sample run. `chat_json` enters
+    only where set (engine=chat: the server renders the chat, so the chat is the prompt, tokens or
+    not), so the keys of engines that send tokens are the ones they always had."""
     fields = {k: v for k, v in asdict(request).items() if k not in ("sample_id", "prompt")}
     if fields["sample_index"] == 0:  # a run's first sample keeps the key a one-sample run gives it
         del fields["sample_index"]
+    if fields["chat_json"] is None:  # caches written before the field existed stay valid
+        del fields["chat_json"]
     fields["prompt"] = list(fields.pop("prompt_token_ids"))
     fields["schema"] = fields.pop("schema_json")
     payload = json.dumps({**fields, **context}, sort_keys=True, separators=(",", ":"))

@@ -25,6 +25,10 @@ from inference.models import check_model_dir
 CONSTRAINTS = ("outlines", "xgrammar", "guidance", "none")
 BENCHMARK_FORMAT, NATIVE_FORMAT = "benchmark", "native"
 PROMPT_FORMATS = (BENCHMARK_FORMAT, NATIVE_FORMAT)
+# What a role's constrained answers are, for an engine that cannot apply every grammar (engine=chat):
+# one JSON object (a judge, a single-call answer in the benchmark's format), the model family's tool
+# calls (prompt.format=native), or an agent's turn (text or calls; one ReAct step).
+JSON_ANSWER, CALLS_ANSWER, AGENT_TURN = "json", "calls", "agent_turn"
 # Field metadata marking an option that changes what the model generates: every such field
 # enters the generation cache key (inference.generation.key_context), so none can be forgotten.
 OUTPUT = {"output": True}
@@ -101,8 +105,8 @@ class EngineConfig:
     """What every engine has; each engine's own options live in its subclass."""
 
     name: str = MISSING
-    """vllm (offline batch), transformers (HF generate + Outlines), openai (a server), replay
-    (grade a file), script (ETAPP's scripted agent)."""
+    """vllm (offline batch), transformers (HF generate + Outlines), openai (a server, token ids),
+    chat (a chat-completions server), replay (grade a file), script (ETAPP's scripted agent)."""
     target: str = MISSING
     """module:Class of the engine; the class builds itself with `from_config`, and its module's
     `CONFIG` is the options class that types it."""
@@ -115,6 +119,21 @@ class EngineConfig:
     needs_weights = False
     """model.path must hold the weights (False: a remote engine needs only config and tokenizer)."""
     serves_lora = False
+    sends_chat = False
+    """The engine sends the chat itself (messages and tools), not the rendered prompt: requests
+    carry `chat_json` (engine=chat)."""
+
+    @property
+    def renders_locally(self) -> bool:
+        """Prompts are rendered here with model.path's tokenizer and chat template (so model.path
+        must hold them), for token counts and the context check."""
+        return self.loads_model
+
+    def constraint_problems(self, prefix: str, decoding: "DecodingConfig", answers: str) -> list[str]:
+        """Every problem applying the role's `decoding.constraint` to its answers, which are
+        `answers` (JSON_ANSWER, CALLS_ANSWER or AGENT_TURN); every engine but a chat server's
+        applies them all."""
+        return []
 
     def model_key(self) -> dict[str, Any] | None:
         """What identifies the weights in the cache key, where model.path's content does not."""
@@ -285,7 +304,7 @@ def validate(cfg: ToolsweepConfig, benchmark: Any) -> None:
     `benchmark` is the chosen `inference.benchmarks.base.Benchmark` (its settings, path hint,
     roles and the engine kinds its solvers use)."""
     problems = [*_check_choices(cfg, benchmark), *_check_numbers(cfg), *_check_paths(cfg, benchmark),
-                *cfg.dataset.problems(), *_check_roles(cfg, benchmark)]
+                *cfg.dataset.problems(), *_check_roles(cfg, benchmark), *_check_constraints(cfg, benchmark)]
     if benchmark.check is not None and Path(cfg.dataset.path).expanduser().exists():
         problems += benchmark.check(cfg)
     if problems:
@@ -315,7 +334,7 @@ def _check_choices(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
 _ENGINE_HINTS = {"turns": "engine=script drives a multi-turn agent; score stored single answers with "
                           "engine=replay engine.predictions=FILE, or generate with engine=vllm",
                  "samples": "engine=replay grades one stored answer per sample; a multi-turn benchmark needs a "
-                            "model engine (vllm, transformers, openai) or engine=script",
+                            "model engine (vllm, transformers, openai, chat) or engine=script",
                  "prompts": "choose a replay or script engine"}
 
 
@@ -368,7 +387,7 @@ def _check_paths(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
     if not Path(cfg.dataset.path).expanduser().exists():
         problems.append(f"dataset.path {cfg.dataset.path!r} does not exist; point dataset.path at "
                         f"{benchmark.path_hint}")
-    if cfg.engine.loads_model:
+    if cfg.engine.renders_locally:
         try:
             check_model_dir(cfg.model.path, weights=cfg.engine.needs_weights)
         except ConfigError as exc:
@@ -392,12 +411,28 @@ def _check_roles(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
             problems.append(f"{prefix}engine={role.engine.name} answers {role.engine.answers}, which benchmark "
                             f"{cfg.dataset.name} cannot use (it takes engines that answer "
                             f"{list(benchmark.engine_answers)})")
-        elif role.engine.loads_model:
+        elif role.engine.renders_locally:
             try:
                 check_model_dir(role.model.path, weights=role.engine.needs_weights)
             except ConfigError as exc:
                 problems.append(f"{prefix}model: {exc}")
     return problems
+
+
+def _check_constraints(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
+    """Constraints an engine cannot apply to what its role answers (a chat server's)."""
+    found = cfg.engine.constraint_problems("", cfg.decoding, _model_answers(cfg, benchmark))
+    for name, role in cfg.roles.items():
+        if name in benchmark.roles and role.enabled:  # another role's answer is one JSON object (a judge's)
+            found += role.engine.constraint_problems(f"roles.{name}.", role.decoding, JSON_ANSWER)
+    return found
+
+
+def _model_answers(cfg: ToolsweepConfig, benchmark: Any) -> str:
+    # a benchmark whose solvers take scripted turns (engine=script) runs an agent loop
+    if "turns" in benchmark.engine_answers:
+        return AGENT_TURN
+    return CALLS_ANSWER if (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT else JSON_ANSWER
 
 
 def _check_lora(cfg: ToolsweepConfig) -> list[str]:

@@ -55,6 +55,29 @@ class Rendered:
 
     prompt: str
     token_ids: tuple[int, ...]
+    chat_json: Optional[str] = None
+    """The chat itself, for an engine that sends chats (engine=chat): `Request.chat_json`."""
+
+
+class _ChatCapture:
+    """Stands in for a tokenizer in `render_chat`: returns the chat it would hand the chat template
+    (toolsweep's tool block for a template that ignores tools=, a system turn folded into the first
+    user turn for one without a system role), so a chat server running that template renders what
+    the in-process engine renders, and that adaptation lives in one place."""
+
+    def apply_chat_template(self, messages: list[dict[str, Any]], tools: Any = None, **_: Any) -> list[dict[str, Any]]:
+        return messages
+
+
+def chat_json(messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]], fold: bool = False,
+              template_tools: bool = True) -> str:
+    """`Request.chat_json` of a chat: its messages as `render_chat` adapts them to the template
+    (`fold`, `template_tools`; the defaults leave them as built) and its tools, compact JSON."""
+    from inference.prompts import render_chat
+    from inference.schemas import compact_json
+
+    adapted = render_chat(_ChatCapture(), messages, tools, fold, template_tools)
+    return compact_json({"messages": adapted, "tools": tools})
 
 
 def resolve_dtype(role: Role) -> dict[str, Any]:
@@ -144,9 +167,10 @@ class Generator:
         self.dtype = resolve_dtype(role) if role.engine.loads_model else None
         self.stats: dict[str, Any] = {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
         self.tokens = {"prompt_tokens": 0, "output_tokens": 0}
-        self._needs_tokenizer = needs_tokenizer or role.engine.loads_model
+        self._needs_tokenizer = needs_tokenizer or role.engine.renders_locally
         self._tokenizer: Any = None
         self._fold: Optional[bool] = None
+        self._template_tools = True
         self._engine: Optional[Engine] = None
         self._store: Optional[GenerationStore] = None
         self._key_context: Optional[dict[str, Any]] = None
@@ -165,22 +189,45 @@ class Generator:
 
     @property
     def max_model_len(self) -> Optional[int]:
-        """The context length, None where nothing is rendered (read from the model's config once)."""
-        if self._max_len is None and self.loads_model:
+        """The context length, None where nothing is rendered here (read from the model's config once)."""
+        if self._max_len is None and self.role.engine.renders_locally:
             self._max_len = context_length(self.role.model)
         return self._max_len
 
     def render(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None) -> Rendered:
-        """A chat as the model's own template renders it (empty where the engine renders nothing)."""
-        from inference.prompts import render_chat, template_has_system, template_has_tools
+        """A chat as the model's own template renders it (empty where nothing is rendered here),
+        with the chat itself for an engine that sends chats.
+
+        engine=chat renders here only where model.path holds a tokenizer (`renders_locally`): then
+        text and tokens are for counting and the context check, and the chat is adapted to that
+        template as the in-process engine adapts it; without one (a remote-only model) text and
+        tokens are empty, the chat goes as built and the server's `usage` gives the counts."""
+        from inference.prompts import render_chat
 
         tokenizer = self.tokenizer
         if tokenizer is None:
-            return Rendered("", ())
+            return Rendered("", (), self.chat(messages, tools))
+        fold, template_tools = self._template_facts(tokenizer)
+        text = render_chat(tokenizer, messages, tools, fold, template_tools)
+        return Rendered(text, tuple(tokenizer(text, add_special_tokens=False)["input_ids"]),
+                        self.chat(messages, tools))
+
+    def chat(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None) -> Optional[str]:
+        """`Request.chat_json` of a chat for this role's engine (None: it sends no chats)."""
+        if not self.role.engine.sends_chat:
+            return None
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            return chat_json(messages, tools)
+        return chat_json(messages, tools, *self._template_facts(tokenizer))
+
+    def _template_facts(self, tokenizer: Any) -> tuple[bool, bool]:
+        """(fold the system turn, the template renders tools=), probed once."""
+        from inference.prompts import template_has_system, template_has_tools
+
         if self._fold is None:
             self._fold, self._template_tools = not template_has_system(tokenizer), template_has_tools(tokenizer)
-        text = render_chat(tokenizer, messages, tools, self._fold, self._template_tools)
-        return Rendered(text, tuple(tokenizer(text, add_special_tokens=False)["input_ids"]))
+        return self._fold, self._template_tools
 
     def generate(self, requests: list[Request]) -> list[Generation]:
         """One Generation per request, in order; what the store lacks is generated shard by shard."""
@@ -189,7 +236,8 @@ class Generator:
         keys = [request_key(r, self._context()) for r in requests]
         generations = self._sharded(requests, keys)
         for request, generation in zip(requests, generations):
-            self.tokens["prompt_tokens"] += len(request.prompt_token_ids)
+            # a chat server's count where nothing was tokenized here (lost on a stored hit: the store keeps no count)
+            self.tokens["prompt_tokens"] += len(request.prompt_token_ids) or generation.prompt_tokens or 0
             self.tokens["output_tokens"] += generation.output_tokens or 0
         return generations
 

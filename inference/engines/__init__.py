@@ -35,6 +35,10 @@ class Request:
     sample_index: int = 0
     """Which of a record's `decoding.samples` generations this is: it picks the sampling seed
     (`request_seed`) and enters the cache key, so the k samples of one prompt differ."""
+    chat_json: Optional[str] = None
+    """The chat itself, compact JSON `{"messages": [...], "tools": [...] | null}`: what a
+    chat-completions engine (engine=chat) sends instead of the rendered text. Set only for an
+    engine that sends chats (`EngineConfig.sends_chat`), so the others' cache keys are unchanged."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ class Generation:
     output_tokens: Optional[int] = None
     error: Optional[str] = None
     """Error class and message when the engine failed on this sample."""
+    prompt_tokens: Optional[int] = None
+    """The prompt's tokens as the server counted them (a chat server's `usage`), for a request
+    whose prompt was not tokenized here; None where the request's token ids are the count."""
+    native_calls: Optional[str] = None
+    """engine=chat: the server's own tool calls, JSON `[{"name", "arguments"}]`, when `output`'s
+    call text was written from them (not generated as text); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,12 @@ class EngineContext:
     sample_ids: list[str]
     partial: bool = False
     """The run is one shard of several (dataset.shard): stored answers may cover other shards' samples."""
+
+
+def prompt_tokens(request: Request, generation: Generation) -> int:
+    """The prompt's tokens: counted here where the chat was rendered here, else the server's count
+    (a remote-only model behind engine=chat), else 0."""
+    return len(request.prompt_token_ids) or generation.prompt_tokens or 0
 
 
 def request_seed(seed: int, sample_index: int) -> int:

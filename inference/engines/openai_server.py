@@ -4,13 +4,14 @@ Prompts are rendered and tokenized here with the local tokenizer (model.path) an
 ids to `/v1/completions`, so the server runs exactly the counted tokens; the constraint goes in
 the request's structured-output field, as the configured backend would build it in-process.
 The server chooses its backend for every request (its `--structured-outputs-config`), so it must
-be started with the one decoding.constraint names. Connection errors and 5xx answers are retried
-with backoff a bounded number of times; whatever still fails is a row, never a crash. Only the
-Python standard library is used.
+be started with the one decoding.constraint names. Connection errors, timeouts, 429 and 5xx
+answers are retried with backoff a bounded number of times; whatever still fails is a row, never
+a crash. Only the Python standard library is used; engine=chat (openai_chat.py) shares `_call`.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -29,15 +30,18 @@ from inference.errors import EngineError
 from inference.toolcalls import request_grammar
 
 _BACKOFF_S = 0.5
+# Busy, not wrong: a rate limit (429) is waited out like a 5xx; any other 4xx is the request's fault.
+_RETRIED_4XX = (408, 429)
 
 
 class ServerUnreachable(EngineError):
-    """The server did not answer (connection refused, timeout, 5xx) after the retries."""
+    """The server did not answer (connection refused, timeout, 429, 5xx) after the retries."""
 
 
 def _call(base_url: str, path: str, body: dict[str, Any] | None, api_key: str | None, timeout_s: float,
           retries: int) -> Any:
-    """One JSON request with bounded retries on connection errors and 5xx; 4xx raise at once."""
+    """One JSON request with bounded retries (exponential backoff) on connection errors, timeouts,
+    429 and 5xx; another 4xx raises at once. No message it raises holds the API key."""
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
     data = None if body is None else json.dumps(body).encode()
     last = ""
@@ -48,16 +52,28 @@ def _call(base_url: str, path: str, body: dict[str, Any] | None, api_key: str | 
                                          method="GET" if body is None else "POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-                return json.loads(answer.read() or b"null")
+                raw = answer.read()
         except urllib.error.HTTPError as exc:
-            text = exc.read().decode(errors="replace")[:500]
-            if exc.code < 500:
+            text = _redacted(exc.read().decode(errors="replace")[:500], api_key)
+            if exc.code < 500 and exc.code not in _RETRIED_4XX:
                 raise EngineError(f"{base_url}{path} answered {exc.code}: {text}") from None
             last = f"{exc.code}: {text}"
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            last = str(getattr(exc, "reason", exc))
+            continue
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            last = _redacted(str(getattr(exc, "reason", exc)), api_key)
+            continue
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            raise EngineError(f"{base_url}{path} answered with something other than JSON: "
+                              f"{_redacted(raw[:200].decode(errors='replace'), api_key)!r}") from None
     raise ServerUnreachable(f"{base_url}{path} did not answer after {retries + 1} tries ({last}); is the server "
                             "up, and engine.base_url right (it ends in /v1)?")
+
+
+def _redacted(text: str, api_key: str | None) -> str:
+    """`text` without the key: a server may echo the request's headers in its error."""
+    return text.replace(api_key, "[api key]") if api_key else text
 
 
 def server_identity(base_url: str, api_key: str | None, model: str | None, timeout_s: float = 30) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from inference.engines import Generation, Request
 from inference.errors import ConfigError
 from inference.failures import EMPTY_OUTPUT, ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
-from inference.prompts import PromptSettings, attach_schemas, render_prompts, template_has_tools
+from inference.prompts import PromptSettings, attach_schemas, drop_history, render_prompts, template_has_tools
 from inference.solvers import SolveContext
 from inference.toolcalls import CallFormat, call_format, guess_parser
 
@@ -94,16 +94,37 @@ def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | 
     return render_prompts(table, tokenizer, settings)
 
 
+def sample_chat(row: dict[str, Any], native: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """A sample's chat (messages, tools or None), as `prompts.render_one` builds it for the template."""
+    if not native:
+        return [{"role": "system", "content": row["system"]}, {"role": "user", "content": row["user"]}], None
+    system = [{"role": "system", "content": row["native_system"]}] if row["native_system"] else []
+    return [*system, {"role": "user", "content": row["user"]}], json.loads(row["tool_specs"])
+
+
+def attach_chats(prompts: pl.DataFrame, plan: PromptPlan, generator: Any) -> pl.DataFrame:
+    """engine=chat: add `chat_json`, each sample's chat as the server gets it (the system turn
+    shortened as its rendered prompt was, under decoding.drop_oldest_history)."""
+    column = "native_system" if plan.native else "system"
+    chats = []
+    for row in prompts.select("system", "native_system", "tool_specs", "user", "history_dropped").iter_rows(named=True):
+        if row["history_dropped"]:
+            row[column] = drop_history(row[column] or "", row["history_dropped"])
+        chats.append(generator.chat(*sample_chat(row, plan.native)))
+    return prompts.with_columns(pl.Series("chat_json", chats, dtype=pl.String))
+
+
 def requests_for(prompts: pl.DataFrame, constraint: str, plan: PromptPlan) -> list[Request]:
     """One request per sample that has not already failed (too_long)."""
     fmt = plan.call_format
+    chats = "chat_json" in prompts.columns
     return [Request(sample_id=row["sample_id"], prompt=row["prompt"],
                     prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
                     schema_json=None if constraint == "none" else row["schema_json"],
                     call_format=fmt.parser if fmt else None, max_calls=plan.max_calls,
-                    sample_index=row["sample_index"])
+                    sample_index=row["sample_index"], chat_json=row["chat_json"] if chats else None)
             for row in prompts.select("sample_id", "prompt", "prompt_token_ids", "schema_json", "failure",
-                                      "sample_index")
+                                      "sample_index", *(["chat_json"] if chats else []))
             .iter_rows(named=True) if row["failure"] is None]
 
 
@@ -128,11 +149,15 @@ def collect(prompts: pl.DataFrame, generations: list[Generation]) -> pl.DataFram
     """
     gen = pl.DataFrame(
         [{"sample_id": g.sample_id, "output": g.output, "finish_reason": g.finish_reason,
-          "output_tokens": g.output_tokens, "error": g.error} for g in generations],
+          "output_tokens": g.output_tokens, "error": g.error, "served_prompt_tokens": g.prompt_tokens}
+         for g in generations],
         schema={"sample_id": pl.String, "output": pl.String, "finish_reason": pl.String,
-                "output_tokens": pl.Int64, "error": pl.String})
-    joined = prompts.drop("prompt", "prompt_token_ids").join(gen, on="sample_id", how="left",
-                                                             maintain_order="left")
+                "output_tokens": pl.Int64, "error": pl.String, "served_prompt_tokens": pl.Int64})
+    joined = prompts.drop("prompt", "prompt_token_ids", "chat_json", strict=False).join(
+        gen, on="sample_id", how="left", maintain_order="left")
+    # a prompt not tokenized here (engine=chat, remote-only model) is counted by the server
+    joined = joined.with_columns(pl.coalesce("prompt_tokens", "served_prompt_tokens").alias("prompt_tokens")) \
+        .drop("served_prompt_tokens")
     too_long = pl.col("failure") == TOO_LONG
     reason = pl.col("finish_reason")
     return joined.with_columns(
@@ -162,6 +187,8 @@ class SingleCall:
             plan = plan_prompts(cfg, context.benchmark, tokenizer)
             prompts = build_prompts(cfg, samples, tokenizer, generator.max_model_len, plan,
                                     render=generator.loads_model)
+            if generator.role.engine.sends_chat:
+                prompts = attach_chats(prompts, plan, generator)
         context.facts["prompt"] = plan.facts()
         with context.timer.phase("generate"):
             generations = generator.generate(requests_for(prompts, cfg.decoding.constraint, plan))

@@ -27,7 +27,8 @@ REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"d
             "dataset=etapp": [f"dataset.path={SHARED_DATA / 'etapp'}"],
             "engine=replay": ["engine.predictions=/tmp/p.jsonl"],
             "engine=script": ["engine.script=/tmp/turns.jsonl"],
-            "engine=openai": ["engine.base_url=http://127.0.0.1:1/v1"]}
+            "engine=openai": ["engine.base_url=http://127.0.0.1:1/v1"],
+            "engine=chat": ["engine.base_url=http://127.0.0.1:1/v1"]}
 
 
 def _typed(overrides: list[str]):
@@ -200,7 +201,7 @@ def test_help_says_what_toolsweep_is_and_lists_the_groups_a_user_chooses_from():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("toolsweep: batch evaluation of (personalized) tool-calling LLMs")
-    assert "  engine: openai, replay, script, transformers, vllm\n" in done.stdout
+    assert "  engine: chat, openai, replay, script, transformers, vllm\n" in done.stdout
     assert "_schema" not in done.stdout and "powered by Hydra" not in done.stdout
 
 

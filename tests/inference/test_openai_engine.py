@@ -1,5 +1,6 @@
-"""engine=openai: a real vLLM server on 127.0.0.1 gives the in-process engine's greedy outputs;
-retries and failure rows against a small local HTTP server.
+"""engine=openai and engine=chat: one real vLLM server on 127.0.0.1 gives the in-process engine's
+greedy outputs (token ids to /v1/completions; chats to /v1/chat/completions, ETAPP's agent and
+judge); retries and failure rows against a small local HTTP server.
 
 Both engines serve the tiny seeded model: the test is about the request path (token ids, the
 structured-output field, sampling fields, reading the answer back), and equality of greedy
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,7 +30,9 @@ from inference.errors import EngineError
 from tests.conftest import tiny_args
 from tests.inference.test_end_to_end import run_toolsweep
 
-KEY = "local-test-key"
+KEY = secrets.token_urlsafe(24)
+"""The server's API key: a fresh secret per session, so finding it in a run dir means it leaked."""
+CHAT_KEY_ENV = "TOOLSWEEP_TEST_CHAT_KEY"
 
 
 def _free_port() -> int:
@@ -40,13 +44,15 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def vllm_server(tiny_model, scratch_env, tmp_path_factory):
     """`vllm serve` (its module entry point: the CPU wheel's `vllm` script cannot find its own
-    version) with the tiny model, float32, outlines, an API key; stopped after the tests."""
+    version) with the tiny model, float32, outlines, an API key, Hermes tool calls for the chat
+    path; stopped after the tests."""
     port, log = _free_port(), tmp_path_factory.mktemp("server") / "server.log"
     env = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}", **scratch_env}
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
                "--kv-cache-memory-bytes", str(2**26),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager", "--seed", "0",
-               "--structured-outputs-config", '{"backend": "outlines"}', "--api-key", KEY]
+               "--structured-outputs-config", '{"backend": "outlines"}', "--api-key", KEY,
+               "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     with open(log, "wb") as out:
         server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -193,3 +199,198 @@ def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, 
         pl.read_parquet(tmp_path / "local" / "samples.parquet").select(scores))
     facts = json.loads((tmp_path / "remote" / "run.json").read_text())
     assert facts["roles"]["judge"]["engine"] == "openai" and KEY not in json.dumps(facts)
+
+
+# engine=chat: ETAPP's agent (fc and react, free decoding as upstream) and its judge through
+# /v1/chat/completions, against the same agent and judge in-process. One user, one instruction, two
+# turns, short answers; the judge decodes freely (upstream's protocol). The agent's chat engine
+# renders locally too (its chats adapted to the tiny template: the tool block in the system turn),
+# the judge's is remote-only (engine.local_template=false: its counts are the server's usage).
+ETAPP_SLICE = ["dataset=etapp", "dataset.users=[James_Harrington]", "dataset.instructions=[1]",
+               "dataset.methods=[fc,react]", "dataset.settings=[tool_given]", "dataset.max_turns=2",
+               "decoding.max_new_tokens=24", "model=local", "model.dtype=float32", "engine.cache=false",
+               "roles.judge.model.embedded=false", "roles.judge.model.dtype=float32",
+               "roles.judge.decoding.constraint=none", "roles.judge.decoding.max_new_tokens=48",
+               "dataset.judge_retries=0", "roles.judge.engine.cache=false"]
+
+
+def _chat_overrides(server: str) -> list[str]:
+    return ["engine=chat", f"engine.base_url={server}", f"engine.api_key_env={CHAT_KEY_ENV}",
+            "engine@roles.judge.engine=chat", f"roles.judge.engine.base_url={server}",
+            f"roles.judge.engine.api_key_env={CHAT_KEY_ENV}", "roles.judge.engine.local_template=false"]
+
+
+@pytest.fixture(scope="module")
+def etapp_chat_runs(tmp_path_factory, vllm_server, tiny_model, scratch_env, etapp_data) -> tuple[Path, Path]:
+    """(the in-process run dir, the chat-engine run dir) of one ETAPP slice."""
+    root = tmp_path_factory.mktemp("etapp_chat")
+    common = [*ETAPP_SLICE, f"dataset.path={etapp_data}", f"model.path={tiny_model}",
+              f"roles.judge.model.path={tiny_model}"]
+    local = run_toolsweep(root / "local", [*common, "engine.cpu_kvcache_gib=0.0625",
+                                           "roles.judge.engine.cpu_kvcache_gib=0.0625"], env=scratch_env)
+    assert local.returncode == 0, local.stderr[-3000:]
+    env = {k: v for k, v in scratch_env.items() if k != "OPENAI_API_KEY"}
+    remote = run_toolsweep(root / "remote", [*common, *_chat_overrides(vllm_server)], env={**env, CHAT_KEY_ENV: KEY})
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    return root / "local", root / "remote"
+
+
+@pytest.mark.vllm
+@pytest.mark.shared_data
+def test_chat_engine_runs_etapp_agent_and_judge_as_the_in_process_engine(etapp_chat_runs):
+    """Same trajectories (fc and react), same judge answers and scores, same token counts: the
+    server's `usage` for the remote-only judge equals the local count of the local runs."""
+    local, remote = etapp_chat_runs
+    steps = ["sample_id", "index", "turn", "role", "content", "tool_calls", "finish_reason", "prompt_tokens",
+             "output_tokens"]
+    trajectories = pl.read_parquet(local / "trajectories.parquet").sort("sample_id", "index").select(steps)
+    assert set(trajectories["sample_id"]) == {"tool_given/fc/James_Harrington-1", "tool_given/react/James_Harrington-1"}
+    assert trajectories.filter(pl.col("role") == "assistant").height >= 2, "the agent answered"
+    assert pl.read_parquet(remote / "trajectories.parquet").sort("sample_id", "index").select(steps).equals(trajectories)
+    judged = ["sample_id", "judge_output", "judge_error", "judge_output_tokens", "judge_procedure",
+              "judge_personalization", "judge_proactivity"]
+    local_judged = pl.read_parquet(local / "judgements.parquet").sort("sample_id")
+    remote_judged = pl.read_parquet(remote / "judgements.parquet").sort("sample_id")
+    assert local_judged["judge_output"].null_count() == 0, "the judge answered"
+    assert remote_judged.select(judged).equals(local_judged.select(judged))
+    assert remote_judged["judge_prompt_tokens"].to_list() == [0, 0], "remote-only: nothing is tokenized here"
+    facts = {run: json.loads((run / "run.json").read_text()) for run in (local, remote)}
+    for role in ("model", "judge"):
+        assert facts[remote]["roles"][role]["engine"] == "chat"
+        for count in ("prompt_tokens", "output_tokens"):
+            assert facts[remote]["roles"][role][count] == facts[local]["roles"][role][count] > 0, (role, count)
+
+
+@pytest.mark.vllm
+@pytest.mark.shared_data
+def test_the_api_key_is_used_and_written_nowhere(etapp_chat_runs):
+    """The server refuses requests without the key, so the run above used it; no file under its run
+    dir (config dumps, .hydra/, run.json, run.log, parts, tables) holds it."""
+    _, remote = etapp_chat_runs
+    files = [p for p in remote.rglob("*") if p.is_file()]
+    assert {".hydra", "parts"} <= {p.parent.name for p in files} and any(p.name == "run.json" for p in files)
+    leaked = [str(p.relative_to(remote)) for p in files if KEY.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def _chat_engine(base_url: str, constraint: str = "none", model: str | None = None, retries: int = 0,
+                 local_template: bool = True) -> "ChatEngine":
+    from inference.engines.openai_chat import ChatEngine
+
+    return ChatEngine(base_url=base_url, api_key=KEY, model=model, constraint=constraint, max_new_tokens=48,
+                      temperature=0.0, seed=0, concurrency=2, timeout_s=60, retries=retries,
+                      local_template=local_template)
+
+
+def _chat(content: str, tools: list | None = None) -> str:
+    return json.dumps({"messages": [{"role": "user", "content": content}], "tools": tools})
+
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Today's weather.",
+    "parameters": {"type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+                   "required": ["unit"], "additionalProperties": False}}}]
+
+
+@pytest.mark.vllm
+def test_a_json_schema_reaches_the_server_and_native_calls_come_back_as_hermes_text(vllm_server):
+    """A JSON-schema answer is held to its schema by the server (response_format). A native call
+    the server parsed (its tool_calls) is written as the Hermes block the callers read, recorded as
+    native: the block is forced with vLLM's own regex field (the tiny model's noise calls nothing by
+    itself, and this server's outlines backend cannot force tool_choice=required)."""
+    from inference.benchmarks.etapp.fc_reading import read_hermes
+
+    schema = json.dumps({"type": "object", "properties": {"score": {"enum": [1, 2, 3]}}, "required": ["score"],
+                         "additionalProperties": False})
+    engine = _chat_engine(vllm_server, "outlines")
+    [judged] = engine.generate([Request("j", "", (), schema, chat_json=_chat("Score it."))])
+    assert judged.finish_reason == "stop" and json.loads(judged.output)["score"] in (1, 2, 3), judged
+    assert judged.prompt_tokens > 0 and judged.output_tokens > 0 and judged.native_calls is None
+    block = '<tool_call>\n{"name": "get_weather", "arguments": {"unit": "celsius"}}\n</tool_call>'
+    body = {"messages": [{"role": "user", "content": "Weather?"}], "tools": WEATHER, "max_tokens": 120,
+            "temperature": 0.0, "structured_outputs": {"regex": block.replace("{", r"\{").replace("}", r"\}")}}
+    answer = _call(vllm_server, "/chat/completions", body, KEY, 60, 0)
+    assert answer["choices"][0]["message"]["tool_calls"], "the server read the block as its own tool call"
+    called = engine._read(Request("c", "", (), None, chat_json=_chat("Weather?", WEATHER)), answer)
+    assert (called.output, called.finish_reason) == (block, "stop"), "the model's own text, written back"
+    assert read_hermes(called.output) == ("", [{"name": "get_weather", "arguments": {"unit": "celsius"}}])
+    assert json.loads(called.native_calls) == [{"name": "get_weather", "arguments": {"unit": "celsius"}}]
+
+
+@pytest.mark.vllm
+def test_a_failing_chat_request_is_an_error_row_without_the_key(vllm_server):
+    """A model the server does not serve (its 404), a server that is not there, a ReAct grammar:
+    each an engine_error row, never an exception, and no message holds the key."""
+    request = Request("p-1", "", (), None, chat_json=_chat("Hello"))
+    [unknown] = _chat_engine(vllm_server, model="no-such-model").generate([request])
+    [gone] = _chat_engine(f"http://127.0.0.1:{_free_port()}/v1").generate([request])
+    [regex] = _chat_engine(vllm_server, "xgrammar").generate([Request("p-2", "", (), None, regex="Thought: .*",
+                                                                      chat_json=_chat("Hello"))])
+    assert (unknown.finish_reason, unknown.output) == ("error", None) and "answered 404" in unknown.error, unknown
+    assert gone.finish_reason == "error" and "did not answer after 1 tries" in gone.error, gone
+    assert regex.finish_reason == "error" and "decoding.constraint=none" in regex.error, regex
+    assert all(KEY not in g.error and g.error.startswith("engine_error: ") for g in (unknown, gone, regex))
+
+
+def test_a_remote_only_chat_answers_its_calls_and_keeps_openai_tool_keys():
+    """Without the local template the chat goes to a strict server's shape: the Hermes blocks of an
+    assistant turn become tool_calls with ids the tool messages answer; tools keep OpenAI's keys."""
+    from inference.engines.openai_chat import with_calls
+    from inference.toolcalls import CALL_FORMATS
+
+    said = with_calls("Checking.", [{"name": "get_weather", "arguments": {"unit": "celsius"}}], CALL_FORMATS["hermes"])
+    tools = [{"type": "function", "function": {**WEATHER[0]["function"], "return": {"type": "string"}}}]
+    chat = json.dumps({"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": said},
+                                    {"role": "tool", "content": "Sunny"}], "tools": tools})
+    body = _chat_engine("http://127.0.0.1:1/v1", local_template=False)._body(Request("p", "", (), None, chat_json=chat))
+    assistant, tool = body["messages"][1:]
+    assert assistant == {"role": "assistant", "content": "Checking.", "tool_calls": [{
+        "id": "call_1_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"unit": "celsius"}'}}]}
+    assert tool == {"role": "tool", "content": "Sunny", "tool_call_id": "call_1_0"}
+    assert body["tools"] == WEATHER and "model" not in body and body["seed"] == 0
+    local = _chat_engine("http://127.0.0.1:1/v1")._body(Request("p", "", (), None, chat_json=chat))
+    assert local["messages"] == json.loads(chat)["messages"] and local["tools"] == tools, "sent as built"
+
+
+@pytest.mark.shared_data
+def test_chat_refuses_an_agent_grammar_at_validation(etapp_data, embedded_model):
+    """A ReAct step regex (or text-or-calls) has no chat-completions form: validation names the fix.
+    The judge's guided JSON through engine=chat is fine (response_format)."""
+    from inference.errors import ConfigError
+    from tests.inference.test_config import _validate
+
+    base = ["dataset=etapp", f"dataset.path={etapp_data}", "dataset.users=[James_Harrington]",
+            "dataset.instructions=[1]", "dataset.methods=[react]", "engine=chat", "engine.base_url=http://127.0.0.1:1/v1"]
+    with pytest.raises(ConfigError, match=r"engine=chat cannot apply decoding.constraint=xgrammar .* set "
+                                          r"decoding.constraint=none"):
+        _validate([*base, "decoding.constraint=xgrammar"])
+    _validate([*base, "engine@roles.judge.engine=chat", "roles.judge.engine.base_url=http://127.0.0.1:1/v1",
+               "roles.judge.decoding.constraint=xgrammar"])
+
+
+def test_a_chat_enters_the_cache_key_and_a_request_without_one_keeps_its_old_key():
+    """Two chats never share a stored answer, tokens or not; a request of an engine that sends no
+    chat keeps the key it had before `chat_json` existed (pinned from that code), so old caches hold."""
+    from inference.cache import request_key
+
+    tokens = Request("p-1", "text", (1, 2, 3), '{"type":"object"}', call_format="hermes", sample_index=2)
+    assert request_key(tokens, {"model": "m"}) == "d085ee2341b8f92f004adbe281d65fa8a46e72e843c9191e05e094e63bb0f62b"
+    keys = {request_key(Request("p-1", "", ids, None, chat_json=_chat(text)), {"model": "m"})
+            for ids in ((), (1, 2, 3)) for text in ("Hello", "Hello!")}
+    assert len(keys) == 4
+
+
+@pytest.mark.vllm
+def test_chat_engine_runs_a_single_call_benchmark_for_a_remote_only_model(tmp_path, vllm_server, tiny_model,
+                                                                          scratch_env):
+    """The sample benchmark through engine=chat with nothing rendered here (engine.local_template=false):
+    the schema goes as response_format, every prompt's tokens are the server's count."""
+    done = run_toolsweep(tmp_path / "run", [*tiny_args(tiny_model, vllm=False, max_new_tokens=48), "dataset.limit=1",
+                                            "engine=chat", f"engine.base_url={vllm_server}", "engine.local_template=false",
+                                            f"engine.api_key_env={CHAT_KEY_ENV}", "engine.cache=false"],
+                         env={**scratch_env, CHAT_KEY_ENV: KEY})
+    assert done.returncode == 0, done.stderr[-3000:]
+    samples = pl.read_parquet(tmp_path / "run" / "samples.parquet")
+    assert samples["error"].null_count() == samples.height and (samples["prompt_tokens"] > 0).all(), samples
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())["roles"]["model"]
+    assert facts["engine"] == "chat" and facts["prompt_tokens"] == samples["prompt_tokens"].sum()
