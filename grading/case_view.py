@@ -11,6 +11,7 @@ score and analysis for every key point. Message texts are cut at MESSAGE_CHARS.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -65,11 +66,18 @@ def _judge_answers(run_dir: Path, view: CaseView) -> dict[str, Any]:
     return {sid: _json(text) for sid, text in table.select("sample_id", view.judge_column).iter_rows()}
 
 
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
 def _json(text: str | None) -> Any:
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
+    """A judge's answer as JSON: the whole text, else its first fenced block (a free judge wraps
+    its answer in prose and a fence); None when neither reads."""
+    for candidate in (text, *(_FENCED.findall(text) if text else ())):
+        try:
+            return json.loads(candidate) if candidate else None
+        except ValueError:
+            continue
+    return None
 
 
 def _case(number: int, row: Mapping[str, Any], messages: list[dict[str, Any]], answer: Any,

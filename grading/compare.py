@@ -137,7 +137,7 @@ def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame, scorer: Scorer) -> p
             f"runs A and B graded different samples: {len(only_a)} only in A [{_ids(only_a)}], "
             f"{len(only_b)} only in B [{_ids(only_b)}]; compare runs of the same dataset.path, "
             "dataset.settings and dataset.limit")
-    columns = ["sample_id", "setting", *marks, *grades]
+    columns = ["sample_id", "setting", *dict.fromkeys([*marks, *grades])]  # a subset may name a grade column
     paired = samples_a.select(columns).join(samples_b.select(columns), on="sample_id", suffix="_b",
                                             maintain_order="left")
     moved = paired.filter(pl.col("setting") != pl.col("setting_b"))

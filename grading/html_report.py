@@ -183,7 +183,10 @@ def run_facts(facts: Mapping[str, Any], scorer: str, samples: pl.DataFrame) -> l
              ("structured-output backend", facts.get("backend")), ("prompt format", prompt.get("format")),
              ("samples", f"{samples.height} ({failed} failed)"),
              ("wall time", _walls(walls)), ("throughput", _speed(speed)), ("commit", facts.get("commit"))]
-    return [(name, str(value)) for name, value in [*lines[:2], *_role_lines(facts), *lines[2:]] if value not in (None, "")]
+    # lines a solver declared (e.g. whose prompt texts ran, how the judge was read)
+    declared = list((facts.get("report_facts") or {}).items())
+    return [(name, str(value)) for name, value in [*lines[:2], *_role_lines(facts), *lines[2:], *declared]
+            if value not in (None, "")]
 
 
 def _role_lines(facts: Mapping[str, Any]) -> list[tuple[str, Any]]:

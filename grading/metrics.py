@@ -6,7 +6,8 @@ as wrong (the denominator is never shrunk by failures). With k samples per recor
 (`decoding.samples`) each metric is averaged over the k and gets its spread, pass@k and pass^k
 (grading.repeats). A scorer's subsets (ETAPP's `clean`)
 add a `{setting}/{subset}` row after each setting's rows, pooled ones too, so every table made
-from `summarize` has them; the count columns are those the scorer declares.
+from `summarize` has them; a scorer's pools of settings (ETAPP's `both/<method>`) add a row each
+before `all`; the count columns are those the scorer declares.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.repeats import repeat_columns, repeat_row
-from grading.scoring import Scorer, counts_of, scorer_of, subsets_of
+from grading.scoring import Scorer, counts_of, pools_of, scorer_of, subsets_of
 
 POOLED = "all"
 # Columns every metrics table has besides the scorer's metrics.
@@ -67,18 +68,31 @@ def subset(graded: pl.DataFrame, setting: str) -> pl.DataFrame:
 
 def report_groups(graded: pl.DataFrame, scorer: Scorer) -> list[tuple[str, pl.DataFrame]]:
     """(label, rows) of every metrics row group, in report order: each setting, then its subsets
-    as `{setting}/{subset}`; the pooled `all` last, then its subsets. A subset with no rows in a
-    setting gives no group there."""
+    as `{setting}/{subset}`; then the scorer's pools of settings (`pools`), each with its subsets;
+    the pooled `all` last, then its subsets. A subset with no rows in a setting gives no group there."""
     columns = _subset_columns(graded, scorer)
+    settings = setting_order(graded)[:-1]
     groups = []
-    for setting in setting_order(graded):
-        frame = subset(graded, setting)
+    for setting, frame in [*((s, subset(graded, s)) for s in settings), *_pooled(graded, settings, scorer),
+                           (POOLED, graded)]:
         groups.append((setting, frame))
         for name, column in columns.items():
             part = frame.filter(pl.col(column))
             if part.height:
                 groups.append((f"{setting}/{name}", part))
     return groups
+
+
+def _pooled(graded: pl.DataFrame, settings: list[str], scorer: Scorer) -> list[tuple[str, pl.DataFrame]]:
+    """The scorer's rows over several settings, each where it gathers two or more, in first-seen order."""
+    pool = pools_of(scorer)
+    members: dict[str, list[str]] = {}
+    for setting in settings if pool else []:
+        label = pool(setting)
+        if label is not None:
+            members.setdefault(label, []).append(setting)
+    return [(label, graded.filter(pl.col("setting").is_in(group))) for label, group in members.items()
+            if len(group) > 1]
 
 
 def _subset_columns(graded: pl.DataFrame, scorer: Scorer) -> dict[str, str]:
@@ -89,7 +103,8 @@ def _subset_columns(graded: pl.DataFrame, scorer: Scorer) -> dict[str, str]:
                                f"which the table lacks (it has {graded.columns}); rewrite the run with toolsweep")
         if graded.schema[column] != pl.Boolean:
             raise GradingError(f"subset {name!r} of scorer {scorer.name!r} needs a Boolean column {column!r}, got "
-                               f"{graded.schema[column]}; type it in the scorer's input_types")
+                               f"{graded.schema[column]}; type it in the scorer's input_types (its fields, for a "
+                               "grade column)")
     return columns
 
 

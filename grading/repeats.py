@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from grading.scoring import Metric, Scorer, grade_columns, source_arrays
+from grading.scoring import Metric, Scorer, grade_columns, source_arrays, subsets_of
 
 PASS_AT, PASS_HAT = "pass_at_k", "pass_hat_k"
 """Suffixes of a pass metric's columns: `{metric}_pass_at_k`, `{metric}_pass_hat_k` (k = samples)."""
@@ -147,10 +147,16 @@ def _ordered(values: tuple[float | None, float | None, int]) -> tuple[int, float
 def record_level(frame: pl.DataFrame, scorer: Scorer) -> pl.DataFrame:
     """One row per record for a paired comparison: with k samples per record, each grade the
     mean over the record's samples (a 0/1 grade becomes its pass share, so a record counts for
-    the run that passed it more often); a one-sample table as it is."""
-    numeric = [c for c in grade_columns(scorer)
-               if c in frame.columns and (frame.schema[c].is_numeric() or frame.schema[c] == pl.Boolean)]
-    return by_record(frame, numeric)
+    the run that passed it more often); a subset's column stays Boolean, true where every sample
+    of the record is in the subset; a one-sample table as it is."""
+    marks = [c for c in subsets_of(scorer).values() if c in frame.columns]
+    numeric = [c for c in grade_columns(scorer) if c in frame.columns and c not in marks
+               and (frame.schema[c].is_numeric() or frame.schema[c] == pl.Boolean)]
+    table = by_record(frame, numeric)
+    if table is frame or not marks:
+        return table
+    every = frame.group_by(record_ids(frame).alias("sample_id"), maintain_order=True).agg(pl.col(marks).all())
+    return table.drop(marks).join(every, on="sample_id", how="left", maintain_order="left")
 
 
 def by_record(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:

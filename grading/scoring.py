@@ -10,7 +10,8 @@ path) that defines `SCORER`. It declares:
 - `metrics`: what is reported, each a :class:`Metric` (name, source fields, aggregation,
   scale, whether it gets a bootstrap CI, and which way is better);
 - `subsets`: parts of every setting reported beside it (`{setting}/{subset}` rows), each named by
-  a Boolean sample column (ETAPP: `clean`, the cases whose data needed no substitute);
+  a Boolean sample or grade column (ETAPP: `judge_clean`, the cases whose data needed no substitute);
+- `pools`: rows over several settings (ETAPP: `both/fc`, a method over its two settings);
 - `count_columns`: the sample counts its metrics table has besides the metrics
   (grading.metrics.COUNT_COLUMNS), only those that apply to its samples.
 
@@ -161,6 +162,8 @@ class Scorer(Protocol):
     metrics: tuple[Metric, ...]
     subsets: Mapping[str, str]
     """Subset name -> Boolean sample column; optional (read through `subsets_of`)."""
+    pools: Callable[[str], str | None] | None
+    """Setting -> the label of a row pooling it with others; optional (read through `pools_of`)."""
     count_columns: tuple[str, ...]
     """Count columns of its metrics table; optional (read through `counts_of`)."""
 
@@ -189,9 +192,15 @@ class RowScorer:
     slices: tuple[Slice, ...] = ()
     """The cuts its data supports (slices.parquet); every scorer also gets prompt-token bands."""
     subsets: Mapping[str, str] = field(default_factory=dict)
-    """Subset name -> Boolean sample column (one of its inputs, so samples.parquet keeps it): every
-    metrics table (run, re-grade, board, comparison) adds, after each setting's rows and after the
-    pooled ones, `{setting}/{name}` rows over the samples where the column is true."""
+    """Subset name -> Boolean sample column (one of its inputs, or one of its grade columns
+    `{reading}_{field}`, so samples.parquet keeps it): every metrics table (run, re-grade, board,
+    comparison) adds, after each setting's rows and after the pooled ones, `{setting}/{name}` rows
+    over the samples where the column is true."""
+    pools: Callable[[str], str | None] | None = None
+    """A setting -> the label of a row that pools it with other settings (ETAPP: `tool_given/fc`
+    and `tool_retrieval/fc` -> `both/fc`), or None for none. Every metrics table adds, after the
+    settings' rows and before the pooled `all`, each label that gathers two or more of the run's
+    settings, with its subsets; a metric defined only across settings lives there."""
     cases: Any = None
     """grading.case_view.CaseView: how report.html's cases.html shows a multi-turn run's cases."""
     count_columns: tuple[str, ...] = DEFAULT_COUNTS
@@ -243,6 +252,11 @@ def scorer_of(samples: pl.DataFrame) -> Scorer:
 def subsets_of(scorer: Scorer) -> Mapping[str, str]:
     """The scorer's subsets (name -> Boolean sample column); none for a scorer that declares none."""
     return getattr(scorer, "subsets", None) or {}
+
+
+def pools_of(scorer: Scorer) -> Callable[[str], str | None] | None:
+    """The scorer's setting -> pooled row label map; None for a scorer that pools no settings."""
+    return getattr(scorer, "pools", None)
 
 
 def counts_of(scorer: Scorer) -> tuple[str, ...]:

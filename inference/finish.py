@@ -53,13 +53,30 @@ def finish_run(table: pl.DataFrame, cfg: ToolsweepConfig, run_dir: Path, resolve
     return facts
 
 
+REPORT_FACTS = "report_facts"
+"""A solver's facts under this key ({name: value}) are lines of the report's facts, kept from every
+solver (other keys of a later solver replace an earlier one's)."""
+
+
+def solver_facts(solved: dict[str, Any]) -> dict[str, Any]:
+    """Every solver's facts, flattened, their report lines gathered."""
+    extra: dict[str, Any] = {}
+    for step in (solved.get("solvers") or {}).values():
+        for key, value in step.items():
+            if key == REPORT_FACTS:
+                extra.setdefault(key, {}).update(value)
+            else:
+                extra[key] = value
+    return extra
+
+
 def run_facts(cfg: ToolsweepConfig, resolved: dict[str, Any], table: pl.DataFrame, timer: Timer,
               solved: dict[str, Any]) -> dict[str, Any]:
     """What run.json records: config, models by role, generation counts, samples, times, versions."""
     roles = dict(solved.get("roles") or {})
     main = roles.get(MODEL_ROLE, {})
     generation = main.get("generation") or {"engine_calls": 0, "stored_hits": 0, "shards": 0, "backend": None}
-    extra = {k: v for step in (solved.get("solvers") or {}).values() for k, v in step.items()}
+    extra = solver_facts(solved)
     return {
         "status": "complete", "config": resolved, "model": _model_facts(cfg),
         "engine": cfg.engine.name, "constraint": cfg.decoding.constraint,

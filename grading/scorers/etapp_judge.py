@@ -10,8 +10,15 @@ process columns, nothing else. One reading, `judge`.
   it evaluated, and it is counted by `judge_failed`. A case that was never sent to the judge
   (`judge.enabled=false`: its judge error says "not judged", or it has no judge row at all) is
   no failure: `judged` is null and `judge_failed` leaves it out (a run judged not at all has no
-  `judge_failed`). An agent episode that failed (turn cap, too long, engine error) is still
-  judged, as upstream judges its "Cannot solve" answer.
+  `judge_failed`). An agent episode that failed (turn cap, too long) is still judged, as upstream
+  judges its "Cannot solve" answer; one ended by an engine error says nothing about the model:
+  the judge skips it, and it is left out of every judge metric (even where a judge scored it)
+  and counted by `engine_error`.
+- `overall` (the paper's headline): per method, the mean of the three scores in each of the two
+  settings, six numbers, on that method's `both/<method>` row (its cases in both settings, every
+  other metric pooled over them); absent where the method ran in one setting only, and on every
+  row that is not one method in both settings. The pooled `all` row pools settings and methods
+  alike: toolsweep's own, not the paper's (it has `overall` only in a run of one method).
 - `passed_procedure`, `passed_personalization`, `passed_proactivity`: the share of judged cases whose
   score is at least `dataset.pass_score` (the sample column `pass_score`); Boolean per case, so
   a run of several episodes per case (decoding.samples) gets their pass@k and pass^k.
@@ -20,8 +27,10 @@ process columns, nothing else. One reading, `judge`.
 - Process: valid calls and tool errors per call (pooled), mean turns and nudges per case, the
   share of episodes cut at the turn cap, and, in the tool-given setting only, the share of the
   listed tools the agent called at least once.
-- Every metric also on the `clean` subset (`{setting}/clean` rows): the cases whose data needed
-  no substitute (the sample column `clean`, written by the loader).
+- Every metric also on the `clean` subset (`{setting}/clean` rows): the cases whose observations
+  are all upstream's data: no substituted tool listed (the loader's sample column `clean`) nor
+  called (`called_tools`); `SUBSTITUTED_TOOLS` names the tools that run on substitute data (the
+  grade field `clean`, so a re-grade applies it to tables written before it).
 
 Sample-table inputs are written to samples.parquet as text, so every count here is read from an
 int or from its decimal string (a re-graded table gives the same grades).
@@ -37,14 +46,27 @@ import polars as pl
 
 from grading.case_view import CaseView
 from grading.errors import GradingError
+from grading.etapp_rubric import METHODS
 from grading.scoring import SCORE, SHARE, Metric, RowScorer, mean, ratio
 
 READING = "judge"
 TOOL_GIVEN = "tool_given"
 """The `setting` segment (settings look like `tool_given/fc`) where a case lists its tools."""
+SETTINGS = (TOOL_GIVEN, "tool_retrieval")
+"""The two settings whose scores `overall` averages."""
+BOTH = "both"
+"""The first segment of a method's row over both settings (`both/fc`), where `overall` is."""
 DIMENSIONS = ("procedure", "personalization", "proactivity")
 NOT_JUDGED = "not judged"
-"""How a judge error begins when the case was never sent to the judge (judging switched off)."""
+"""How a judge error begins when the case was never sent to the judge (judging switched off, or
+an agent episode ended by an engine error)."""
+ENGINE_ERROR = "engine_error"
+"""The end reason of an episode cut by an engine error: left out of every judge metric."""
+SUBSTITUTED_TOOLS = frozenset({"play_music", "find_restaurants", "find_flight",
+                               "search_products_in_shopping_manager", "search_from_wikipedia"})
+"""The tools whose data upstream never published: the sandbox runs them on substitutes, so a case
+that lists or calls one is not `clean`. Declared here, with the subset it defines; the sandbox
+imports it (inference/benchmarks/etapp/apps.py), so the two cannot drift."""
 JUDGE_TOO_LONG = "too_long"
 """How a judge error begins when the judge prompt did not fit the judge's context."""
 COUNTS = ("turns", "n_calls", "valid_calls", "tool_errors", "nudges")
@@ -58,11 +80,15 @@ FIELDS: dict[str, pl.DataType] = {
     "judged": pl.Boolean, "judge_too_long": pl.Boolean, "personal_hit": pl.Float64, "proactive_hit": pl.Float64,
     "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64, "turns": pl.Int64, MODEL_CALLS: pl.Int64,
     "nudges": pl.Int64, "at_turn_cap": pl.Boolean, "listed_tools_called": pl.Float64,
+    "engine_error": pl.Boolean, "clean": pl.Boolean,
+    # Where the case sits for `overall`: its setting's place in SETTINGS, its method's in METHODS.
+    "setting_index": pl.Int64, "method_index": pl.Int64,
 }
 INPUTS = (
     "judge_procedure", "judge_personalization", "judge_proactivity", "judge_keypoints", "judge_error",
     *COUNTS, "end_reason", "listed_tools", "called_tools",
-    # The `clean` subset's column (SCORER.subsets); an input so samples.parquet keeps it.
+    # The loader's `clean` (no substituted tool listed), which the `clean` grade field (the subset's
+    # column, SCORER.subsets) narrows by the tools called; an input so samples.parquet keeps it.
     "clean",
 )
 
@@ -112,11 +138,11 @@ def was_judged(row: dict[str, Any], finals: dict[str, int | None]) -> bool:
 
 def judge_fields(row: dict[str, Any]) -> dict[str, Any]:
     """The judge's scores of one case, all null where the judge failed (`judged` False) or the case
-    was not judged (`judged` null)."""
+    was not judged (`judged` null: judging off, or an episode ended by an engine error)."""
     finals = {d: _count(row, f"judge_{d}") for d in DIMENSIONS}
     judged = row.get("judge_error") is None and all(v is not None for v in finals.values())
-    if not judged:
-        sent = was_judged(row, finals)
+    if not judged or row.get("end_reason") == ENGINE_ERROR:
+        sent = was_judged(row, finals) and row.get("end_reason") != ENGINE_ERROR
         return {**{f"{d}_score": None for d in DIMENSIONS}, **{f"{d}_pass": None for d in DIMENSIONS},
                 "judged": False if sent else None,
                 "judge_too_long": str(row.get("judge_error") or "").startswith(JUDGE_TOO_LONG) if sent else None,
@@ -151,12 +177,28 @@ def _listed_called(row: dict[str, Any]) -> float | None:
     return len(listed & called) / len(listed) if listed else None
 
 
+def _clean(row: dict[str, Any]) -> bool | None:
+    """No substituted tool listed (the loader's `clean`) nor called."""
+    if row.get("clean") is None:
+        return None
+    called = _json(row, "called_tools", list) or []
+    return bool(row["clean"]) and not SUBSTITUTED_TOOLS.intersection(t for t in called if isinstance(t, str))
+
+
+def _place(row: dict[str, Any]) -> dict[str, int | None]:
+    """The case's setting and method as positions in SETTINGS and METHODS (None: another setting)."""
+    setting, _, method = str(row.get("setting", "")).partition("/")
+    return {"setting_index": SETTINGS.index(setting) if setting in SETTINGS else None,
+            "method_index": list(METHODS).index(method) if method in METHODS else None}
+
+
 def process_fields(row: dict[str, Any]) -> dict[str, Any]:
     """How the episode went, whatever the judge made of it."""
     end = row.get("end_reason")
     return {**{c: _count(row, c) for c in COUNTS}, MODEL_CALLS: _count(row, MODEL_CALLS),
             "at_turn_cap": None if end is None else end == "turn_cap",
-            "listed_tools_called": _listed_called(row)}
+            "listed_tools_called": _listed_called(row),
+            "engine_error": None if end is None else end == ENGINE_ERROR, "clean": _clean(row), **_place(row)}
 
 
 def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +210,28 @@ def _failed_share(judged: np.ndarray) -> float | None:
     # Null (nan) is a case not sent to the judge: neither judged nor failed.
     sent = judged[~np.isnan(judged)]
     return float(1 - sent.mean()) if sent.size else None
+
+
+def _overall(procedure: np.ndarray, personalization: np.ndarray, proactivity: np.ndarray, setting: np.ndarray,
+             method: np.ndarray) -> float | None:
+    """The mean of the six numbers (each dimension's mean over the judged cases of each setting),
+    over one method's cases in both settings; None for any other set of cases."""
+    if np.isnan(setting).any() or np.isnan(method).any() or np.unique(method).size != 1:
+        return None
+    means = []
+    for index in range(len(SETTINGS)):
+        for scores in (procedure, personalization, proactivity):
+            kept = scores[(setting == index) & ~np.isnan(scores)]
+            if not kept.size:
+                return None
+            means.append(kept.mean())
+    return float(np.mean(means))
+
+
+def _both_settings(setting: str) -> str | None:
+    """`tool_given/fc` -> `both/fc`: the row of a method over both settings, where `overall` is."""
+    first, _, method = setting.partition("/")
+    return f"{BOTH}/{method}" if first in SETTINGS and method in METHODS else None
 
 
 SCORER = RowScorer(
@@ -182,6 +246,11 @@ SCORER = RowScorer(
              description="judge's Personalization score, 0-5, judged cases"),
         mean("proactivity", "proactivity_score", higher_is_better=True, scale=SCORE,
              description="judge's Proactivity score, 0-5, judged cases"),
+        # A mean of per-setting means, not of cases: no per-case CI or paired test applies.
+        Metric("overall", (*(f"{d}_score" for d in DIMENSIONS), "setting_index", "method_index"), _overall, SCORE,
+               ci=False, higher_is_better=True,
+               description="the paper's Overall: the three scores' means in both settings (six numbers), averaged; "
+                           "per method, on its both/<method> row"),
         *(mean(f"passed_{d}", f"{d}_pass", higher_is_better=True,
                description=f"judged cases whose {d.capitalize()} score is at least dataset.pass_score")
           for d in DIMENSIONS),
@@ -209,12 +278,15 @@ SCORER = RowScorer(
              description="episodes stopped at the turn cap"),
         mean("listed_tools_called", "listed_tools_called", higher_is_better=True, ci=False,
              description="tool-given: share of the listed tools called at least once"),
+        mean("engine_error", "engine_error", higher_is_better=False, ci=False,
+             description="episodes ended by an engine error (not judged: out of every judge metric)"),
     ),
     grade=grade,
     optional_inputs=(MODEL_CALLS, "pass_score"),
     input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in (*COUNTS, MODEL_CALLS)},
                  "clean": pl.Boolean, "pass_score": pl.Float64},
-    subsets={"clean": "clean"},
+    subsets={"clean": f"{READING}_clean"},
+    pools=_both_settings,
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
     count_columns=("n_failed", "n_too_long"),
     cases=CaseView(columns=("end_reason", "turns", *(f"judge_{d}" for d in DIMENSIONS)),

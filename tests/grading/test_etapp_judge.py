@@ -362,7 +362,7 @@ TABLE = etapp_table([
                ["t1", "t2", "t1"], ["t1", "t3"]),
     etapp_case("tg-1", "tool_given/fc", (2, 5, 4), etapp_points([2, 2], [2, 2]), (5, 2, 2, 0, 2), "turn_cap",
                ["t1"], ["t1"]),
-    etapp_case("tg-2", "tool_given/fc", None, None, (1, 0, 0, 0, 1), "engine_error", ["t2"], [],
+    etapp_case("tg-2", "tool_given/fc", None, None, (1, 0, 0, 0, 1), "too_long", ["t2"], [],
                error="judge answer is not JSON", clean=False),
     etapp_case("r-0", "retrieval/fc", (3, 3, 3), etapp_points([1], [1, 1]), (4, 2, 1, 1, 0), "finish",
                ["search_tools", "get_tool_doc"], ["search_tools"]),
@@ -404,7 +404,7 @@ def test_scorer_declares_personalization_headline_and_score_scales():
     metrics = {m.name: m for m in SCORER.metrics}
     assert [m.name for m in SCORER.metrics if m.headline] == ["personalization"]
     assert {n for n, m in metrics.items() if m.scale == "score"} == {
-        "procedure", "personalization", "proactivity", "mean_turns", "mean_model_calls", "mean_nudges"}
+        "procedure", "personalization", "proactivity", "overall", "mean_turns", "mean_model_calls", "mean_nudges"}
     assert SCORER.readings == ("judge",)
 
 
@@ -450,3 +450,70 @@ def test_judge_too_long_is_its_own_share_of_the_cases_sent_to_the_judge():
                         error="not judged: roles.judge.enabled=false")]
     row = summarize(grade(etapp_table(cases))).filter(setting="all").row(0, named=True)
     assert (row["judge_too_long"], row["judge_failed"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+
+
+SCORER_METRICS = {m.name: m for m in SCORER.metrics}
+
+
+def _judged(sample_id: str, setting: str, finals: tuple[int, int, int], end: str = "finish",
+            called: tuple[str, ...] = ("view_today_alarms",)) -> dict:
+    """A judged ETAPP case that listed view_today_alarms (a clean instruction)."""
+    return {**etapp_case(sample_id, setting, finals, etapp_points([2], [2]), (2, len(called), len(called), 0, 0), end,
+                         ["view_today_alarms"], list(called)), "pass_score": 4.0}
+
+
+def test_a_case_that_called_a_substituted_tool_is_not_clean():
+    """The /clean rows are the cases whose observations are all upstream's: an agent that called a
+    tool running on substitute data (play_music here), listed or not, leaves them."""
+    table = etapp_table([_judged("tg-0", "tool_given/fc", (4, 4, 4)),
+                         _judged("tg-1", "tool_given/fc", (2, 2, 2), called=("view_today_alarms", "play_music")),
+                         _judged("tg-2", "tool_given/fc", (1, 1, 1), called=("search_tools",))])
+    clean = summarize(grade(table)).filter(setting="tool_given/fc/clean").row(0, named=True)
+    assert (clean["n"], clean["procedure"]) == (2, 2.5), "tg-0 and tg-2 (search_tools runs upstream's own model)"
+
+
+def test_engine_error_episodes_are_left_out_of_every_judge_mean_and_counted():
+    """An episode cut by an engine error says nothing about the model: it is out of the three means,
+    the passes, the key points and the judge's failure share (even where a judge scored it, as before
+    the judge skipped such episodes), and its share is a metric of its own, lower being better."""
+    table = etapp_table([_judged("tg-0", "tool_given/fc", (4, 4, 4)),
+                         _judged("tg-1", "tool_given/fc", (2, 2, 2)),
+                         _judged("tg-2", "tool_given/fc", (0, 0, 0), end="engine_error"),
+                         {**_judged("tg-3", "tool_given/fc", (0, 0, 0), end="engine_error"),
+                          **{f"judge_{d}": None for d in ("procedure", "personalization", "proactivity")},
+                          "judge_keypoints": None,
+                          "judge_error": "not judged: the agent's episode ended by an engine error"}])
+    row = summarize(grade(table)).filter(setting="tool_given/fc").row(0, named=True)
+    assert (row["n"], row["procedure"], row["personalization"], row["proactivity"]) == (4, 3.0, 3.0, 3.0)
+    assert (row["judge_failed"], row["passed_procedure"], row["personal_keypoints"]) == (0.0, 0.5, 1.0)
+    assert row["engine_error"] == 0.5
+    assert SCORER_METRICS["engine_error"].higher_is_better is False
+
+
+def test_overall_is_the_mean_of_a_methods_six_numbers_over_both_settings():
+    """The paper's headline: per method, the mean of the three judge scores in each of the two
+    settings, on a `both/<method>` row; absent where a method ran in one setting only, on every
+    one-setting row and on the pooled `all` row (toolsweep's own, pooling methods)."""
+    table = etapp_table([
+        _judged("tool_given/fc/a-0", "tool_given/fc", (4, 3, 2)),
+        _judged("tool_given/fc/a-1", "tool_given/fc", (2, 5, 4)),
+        _judged("tool_retrieval/fc/a-0", "tool_retrieval/fc", (1, 1, 1)),
+        _judged("tool_retrieval/fc/a-1", "tool_retrieval/fc", (3, 3, 2)),
+        _judged("tool_retrieval/fc/a-2", "tool_retrieval/fc", (5, 2, 0)),
+        _judged("tool_given/react/a-0", "tool_given/react", (5, 5, 5))])
+    metrics = summarize(grade(table))
+    assert metrics["setting"].to_list() == ["tool_given/fc", "tool_given/fc/clean", "tool_retrieval/fc",
+                                            "tool_retrieval/fc/clean", "tool_given/react", "tool_given/react/clean",
+                                            "both/fc", "both/fc/clean", "all", "all/clean"]
+    # tool_given/fc: procedure (4+2)/2 = 3, personalization (3+5)/2 = 4, proactivity (2+4)/2 = 3;
+    # tool_retrieval/fc: (1+3+5)/3 = 3, (1+3+2)/3 = 2, (1+2+0)/3 = 1; the six: (3+4+3+3+2+1)/6 = 16/6.
+    both = metrics.filter(setting="both/fc").row(0, named=True)
+    assert both["overall"] == pytest.approx(16 / 6) and both["n"] == 5
+    assert both["procedure"] == pytest.approx(3.0), "the row's other metrics pool its cases"
+    assert metrics.filter(pl.col("overall").is_not_null())["setting"].to_list() == ["both/fc", "both/fc/clean"], \
+        "one setting (react's too: it gets no both/ row), or several methods pooled (all): no overall"
+    assert SCORER_METRICS["overall"].higher_is_better is True and SCORER_METRICS["overall"].scale == "score"
+    from grading.report import format_table
+
+    line = next(l for l in format_table(metrics, SCORER).splitlines() if l.startswith("| both/fc |"))
+    assert "2.67" in line, "metrics.md shows it as it shows the three scores"

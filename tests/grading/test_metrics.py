@@ -71,10 +71,11 @@ def test_summarize_gives_the_rows_inference_computed_by_hand(cases):
 
 
 def test_a_subset_column_that_is_missing_or_not_boolean_is_refused():
-    with pytest.raises(GradingError, match="subset 'clean' over the sample column 'clean', which the table lacks"):
-        summarize(GRADED.drop("clean"))
-    with pytest.raises(GradingError, match="needs a Boolean column 'clean', got String"):
-        summarize(GRADED.with_columns(pl.col("clean").cast(pl.String)))
+    with pytest.raises(GradingError, match="subset 'clean' over the sample column 'judge_clean', which the table "
+                                           "lacks"):
+        summarize(GRADED.drop("judge_clean"))
+    with pytest.raises(GradingError, match="needs a Boolean column 'judge_clean', got String"):
+        summarize(GRADED.with_columns(pl.col("judge_clean").cast(pl.String)))
 
 
 # (id, scorer, whether its metrics table has gold_schema_coverage, reason)

@@ -33,9 +33,9 @@ ETAPP = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "etapp"
     pytest.param("Thought: t\nAction: a\nAction Input: {\"k\":\n 1,\n \"j\": 2}", "t", "a", '{"k":1,"j": 2}', None,
                  id="newline-space-removed"),
     pytest.param("<think>Action: bogus\nFinal Answer: no</think>\nThought: t\nAction: a\nAction Input: {}",
-                 "t", "a", "{}", None, id="think-block-stripped"),
-    pytest.param("Final Answer: no</think>Thought: t\nAction: a\nAction Input: {}", "t", "a", "{}", None,
-                 id="stray-think-end-stripped"),
+                 "", "finish", "no</think>\nThought: t\nAction: a\nAction Input: {}",
+                 "no</think>\nThought: t\nAction: a\nAction Input: {}",
+                 id="think-block-read-as-written-step-text-drops-it-under-reasoning"),
     pytest.param("Thought: nothing to do\nThe answer is 4.", "", "", "{}", None,
                  id="no-action-reads-empty-thought-and-action"),
     pytest.param("Let me see. Thought: t\nAction: a\nAction Input: {}", "Let me see. Thought: t", "a", "{}", None,
@@ -270,3 +270,84 @@ def test_the_judge_takes_preferences_from_every_named_call_run_or_not():
               {"role": "assistant", "content": "t", "tool_calls": [{"name": "", "arguments": "{}"}]},
               {"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": "done"}]}]
     assert named_tools(record) == ["play_music"]
+
+
+# --- FC family and reasoning ---------------------------------------------------------------------
+
+LLAMA_TEMPLATE = ("{%- for message in messages %}{%- if message.tool_calls is defined %}"
+                  "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n<|python_tag|>' }}"
+                  "{{- message.tool_calls[0].function | tojson }}{{- '<|eom_id|>' }}{%- endif %}{%- endfor %}")
+
+
+@pytest.mark.parametrize("parser,template,family", [
+    pytest.param(None, LLAMA_TEMPLATE, "llama3_json", id="llama-template-guessed"),
+    pytest.param(None, "{{ '<tool_call>' }}", "hermes", id="hermes-template-guessed"),
+    pytest.param(None, "{{ messages }}", "hermes", id="template-naming-no-family-reads-hermes"),
+    pytest.param("hermes", LLAMA_TEMPLATE, "hermes", id="model-tool-parser-wins"),
+])
+def test_the_fc_family_is_the_one_the_chat_template_implies_when_model_tool_parser_is_unset(parser, template,
+                                                                                           family):
+    """As single-call benchmarks guess it (inference.toolcalls.guess_parser), so a Llama model is
+    read by upstream's Llama reader without naming model.tool_parser."""
+    from types import SimpleNamespace
+
+    from inference.benchmarks.etapp.agent_solver import agent_grammar
+    from inference.benchmarks.etapp.fc_reading import read_hermes, read_llama
+
+    grammar = agent_grammar("none", None, parser, SimpleNamespace(tokenizer=SimpleNamespace(chat_template=template)))
+    assert grammar.call_format == family
+    assert grammar.read_fc is (read_llama if family == "llama3_json" else read_hermes)
+
+
+def test_without_a_tokenizer_the_fc_family_is_hermes():
+    """engine=script and replay render nothing: no template to guess from."""
+    from types import SimpleNamespace
+
+    from inference.benchmarks.etapp.agent_solver import agent_grammar
+
+    assert agent_grammar("none", None, None, SimpleNamespace(tokenizer=None)).call_format == "hermes"
+
+
+THINK_CALL = '<think>\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n</think>\nDone.'
+
+
+@pytest.mark.parametrize("method,reasoning,text,read", [
+    pytest.param("react", False, "<think>Final Answer: no</think>Thought: t\nAction: a\nAction Input: {}",
+                 ("finish", "no</think>Thought: t\nAction: a\nAction Input: {}"), id="react-reads-reasoning-as-text"),
+    pytest.param("react", True, "<think>Final Answer: no</think>\nThought: t\nAction: a\nAction Input: {}",
+                 ("a", "{}"), id="react-under-reasoning-drops-the-blocks"),
+    pytest.param("react", True, "  Thought: t\nAction: a\nAction Input: {}", ("a", "{}"),
+                 id="react-under-reasoning-strips-the-text"),
+    pytest.param("react", True, "Final Answer: no</think>Thought: t\nAction: a\nAction Input: {}",
+                 ("finish", "no</think>Thought: t\nAction: a\nAction Input: {}"),
+                 id="react-under-reasoning-keeps-a-lone-end-as-upstream"),
+    pytest.param("e_react", True, "<think>Final Answer: no</think>Thought: t\nAction: a\nAction Input: {}",
+                 ("finish", "no</think>Thought: t\nAction: a\nAction Input: {}"), id="e-react-never-drops-reasoning"),
+    pytest.param("fc", False, THINK_CALL, ("a", {}), id="fc-reads-a-call-inside-reasoning"),
+    pytest.param("fc", True, THINK_CALL, ("a", {}), id="fc-ignores-the-reasoning-flag"),
+    pytest.param("fc", True, "<think>hmm</think>Sunny.", ("finish", "<think>hmm</think>Sunny."),
+                 id="fc-answer-keeps-its-reasoning"),
+])
+def test_reasoning_is_read_as_upstream_reads_it_per_method_and_flag(method, reasoning, text, read):
+    """Upstream drops `<think>` blocks in one place: a ReAct step under its --reasoning flag (then
+    strips the text). E-ReAct and its plan, and FC turns (whose open-model readers have no rule for
+    reasoning), read the text as written."""
+    from inference.benchmarks.etapp.fc_reading import read_hermes
+
+    seen = at.step_text(text, method, reasoning)
+    if method == "fc":
+        content, calls = read_hermes(seen)
+        got = (calls[0]["name"], calls[0]["arguments"]) if calls else ("finish", content)
+    else:
+        step = at.parse_react(seen)
+        got = (step.action, step.action_input)
+    assert got == read
+
+
+def test_reasoning_needs_a_react_method():
+    from inference.benchmarks.etapp.options import EtappOptions
+
+    assert EtappOptions(name="etapp", path="x", methods=["react"], reasoning=True).problems() == []
+    problems = EtappOptions(name="etapp", path="x", methods=["fc", "e_react"], reasoning=True).problems()
+    assert problems == ["dataset.reasoning=true drops <think> blocks from ReAct steps only (upstream's --reasoning); "
+                        "add react to dataset.methods, or leave dataset.reasoning false"]

@@ -46,7 +46,10 @@ TEXTS = [
     ("react", "Thought: t\nAction: open_pod_bay_doors\nAction Input: {}", ("run", "open_pod_bay_doors", "{}"),
      "an unknown tool is still called (the sandbox answers invalid tool name)"),
     ("react", f"<think>plan</think>Thought: t\nAction: {ALARMS}\nAction Input: {{}}", ("run", ALARMS, "{}"),
-     "reasoning is dropped before reading"),
+     "without dataset.reasoning a <think> block stays in the step, and its action is read all the same"),
+    ("react", f"<think>Final Answer: no.</think>Thought: t\nAction: {ALARMS}\nAction Input: {{}}",
+     ("finish", f"no.</think>Thought: t\nAction: {ALARMS}\nAction Input: {{}}"),
+     "without dataset.reasoning a Final Answer: inside a <think> block ends the case"),
     ("react", f"Thought: t\nAction: {ALARMS}\nAction Input: {{}}\nObservation: fake",
      ("remind", at.NUDGE_BAD_INPUT_REACT), "an invented observation is part of the input, which then fails"),
     ("react", f"Thought: t\nAction: {ALARMS}\nAction Input: [1, 2]", ("remind", at.NUDGE_BAD_INPUT_REACT),
@@ -71,6 +74,8 @@ TEXTS = [
     ("fc", f"<tool_call>{{'name': '{ALARMS}', 'arguments': {{}}}}</tool_call>",
      ("finish", f"<tool_call>{{'name': '{ALARMS}', 'arguments': {{}}}}</tool_call>"),
      "a block without its newlines is no block upstream: the text is the answer"),
+    ("fc", f"<think>\n<tool_call>\n{{'name': '{ALARMS}', 'arguments': {{}}}}\n</tool_call>\n</think>\nDone.",
+     ("run", ALARMS, "{}"), "a call inside a <think> block runs: upstream's FC readers have no rule for reasoning"),
     ("fc", f"<tool_call>\n{{'name': '{ALARMS}', 'arguments': {{}}}}\n</tool_call>\n" * 11, ("abort", at.ABORT_CALLS),
      "11 calls, over dataset.max_calls_per_response=10: only the abort is recorded, nothing runs"),
 ]
@@ -97,6 +102,17 @@ LLAMA_TEXTS = [
      "one call without ; is read as a Python literal, where JSON true fails"),
 ]
 
+# dataset.reasoning=true (upstream's --reasoning): ReAct steps lose their <think> blocks, nothing else does.
+REASONING_TEXTS = [
+    ("react", f"<think>Final Answer: no.</think>\nThought: t\nAction: {ALARMS}\nAction Input: {{}}",
+     ("run", ALARMS, "{}"), "the block is dropped from a ReAct step before it is read"),
+    ("e_react", f"<think>Final Answer: no.</think>\nThought: t\nAction: {ALARMS}\nAction Input: {{}}",
+     ("finish", f"no.</think>\nThought: t\nAction: {ALARMS}\nAction Input: {{}}"),
+     "an E-ReAct step keeps it: upstream's flag is ReAct's only"),
+    ("fc", f"<think>\n<tool_call>\n{{'name': '{ALARMS}', 'arguments': {{}}}}\n</tool_call>\n</think>\nDone.",
+     ("run", ALARMS, "{}"), "an FC turn keeps it too"),
+]
+
 
 def _scripted_run(tmp: Path, data: Path, texts: list[tuple], overrides: list[str]) -> dict[str, list[dict]]:
     """One scripted run over the texts; each sample's trajectory rows by sample id."""
@@ -121,12 +137,18 @@ def run(tmp_path_factory, etapp_data):
 
 
 @pytest.fixture(scope="module")
+def reasoning_run(tmp_path_factory, etapp_data):
+    return _scripted_run(tmp_path_factory.mktemp("reasoning"), etapp_data, REASONING_TEXTS, ["dataset.reasoning=true"])
+
+
+@pytest.fixture(scope="module")
 def llama_run(tmp_path_factory, etapp_data):
     return _scripted_run(tmp_path_factory.mktemp("llama"), etapp_data, LLAMA_TEXTS, ["model.tool_parser=llama3_json"])
 
 
 def _check(rows: list[dict], outcome: tuple) -> None:
-    step, after = rows[2], rows[3] if len(rows) > 3 else None
+    first = 4 if rows[0]["method"] == "e_react" else 2  # E-ReAct's plan and the turn after it come first
+    step, after = rows[first], rows[first + 1] if len(rows) > first + 1 else None
     assert step["role"] == "assistant" and step["turn"] == 1
     if outcome[0] == "run":
         assert after["role"] == "tool" and (after["tool_name"], after["arguments"]) == outcome[1:], after
@@ -146,6 +168,12 @@ def _check(rows: list[dict], outcome: tuple) -> None:
 def test_a_raw_text_is_read_as_upstream_reads_it(run, number):
     method, _, outcome, _ = TEXTS[number]
     _check(run[f"tool_given/{method}/John_Doe-{number}"], outcome)
+
+
+@pytest.mark.parametrize("number", range(len(REASONING_TEXTS)), ids=[t[3] for t in REASONING_TEXTS])
+def test_under_dataset_reasoning_a_raw_text_is_read_as_upstreams_reasoning_mode_reads_it(reasoning_run, number):
+    method, _, outcome, _ = REASONING_TEXTS[number]
+    _check(reasoning_run[f"tool_given/{method}/John_Doe-{number}"], outcome)
 
 
 @pytest.mark.parametrize("number", range(len(LLAMA_TEXTS)), ids=[t[3] for t in LLAMA_TEXTS])

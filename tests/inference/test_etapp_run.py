@@ -77,6 +77,8 @@ def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts
     # judging switched off: nothing was sent to the judge, so nothing failed there either
     assert pl.read_parquet(tmp_path / "run" / "metrics.parquet")["judge_failed"].null_count() == 4
     assert "judge_failed" not in done.stdout and "judge" not in json.loads((tmp_path / "run" / "run.json").read_text())["roles"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["etapp"]["fc_family"] == "hermes", \
+        "no model.tool_parser and no chat template (engine=script): Hermes, recorded"
 
 
 def test_react_error_paths_nudges_and_the_turn_cap(tmp_path, etapp_data):
@@ -270,7 +272,9 @@ def judge_script(data: Path, sample_ids: list[str], score: int) -> list[dict]:
         case = cases[sid.split("/")[-1]]
         text = json.dumps(jt.judge_template(*jt.keypoints(case.personal, case.proactive)))
         text = re.sub(r'"<an integer from 0 to (\d)>"', lambda m: str(min(score, int(m[1]))), text)
-        rows.append({"sample_id": f"judge/{sid}", "turn": 0, "output": text.replace("<your reasons>", "ok")})
+        # fenced, as upstream's reader (the default judge protocol) needs
+        fenced = "```json\n" + text.replace("<your reasons>", "ok") + "\n```"
+        rows.append({"sample_id": f"judge/{sid}", "turn": 0, "output": fenced})
     return rows
 
 
@@ -513,3 +517,38 @@ def test_repeated_episodes_each_run_their_own_sequence_and_are_judged_each(tmp_p
     row = pl.read_parquet(run / "metrics.parquet").filter(pl.col("setting") == "all").row(0, named=True)
     assert row["samples"] == 2 and row["personalization"] == 4.0 and row["personalization_sd"] == 0.0
     assert row["passed_personalization_pass_hat_k"] == 1.0 and row["judge_failed"] == 0.0
+
+
+def test_the_judge_skips_an_episode_ended_by_an_engine_error_and_says_why(etapp_data):
+    """Such an episode says nothing about the model: the judge is not asked about it, and its
+    judge error begins with the scorer's not-judged marker, naming the cause."""
+    from types import SimpleNamespace
+
+    from grading.scorers.etapp_judge import NOT_JUDGED
+    from inference.benchmarks.etapp.cases import case_table, load_cases
+    from inference.benchmarks.etapp.judge_solver import build_items, run_judge
+    from inference.benchmarks.etapp.options import EtappOptions
+    from inference.engines import Generation
+    from inference.generation import Rendered
+
+    options = EtappOptions(name="etapp", path=str(etapp_data), users=["John_Doe"], instructions=[1],
+                           methods=["fc", "react"], settings=["tool_given"])
+    samples = case_table(load_cases(etapp_data, ["John_Doe"], [1]), ["tool_given"], ["fc", "react"]).with_columns(
+        pl.Series("end_reason", ["finish", "engine_error"]))
+    record = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+              {"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": "done"}]}]
+    items = build_items(samples, options, {sid: record for sid in samples["sample_id"]})
+    asked = []
+
+    def generate(requests):
+        asked.extend(r.sample_id for r in requests)
+        return [Generation(r.sample_id, None, "error", error="stub judge") for r in requests]
+
+    judge = SimpleNamespace(role=SimpleNamespace(decoding=SimpleNamespace(constraint="xgrammar", temperature=0.0)),
+                            max_model_len=None, generate=generate,
+                            render=lambda messages: Rendered(messages[0]["content"], (1, 2, 3)))
+    run_judge(items, judge, 8192, options)
+    assert asked == ["judge/tool_given/fc/John_Doe-1@0", "judge/tool_given/fc/John_Doe-1@1"], "fc only, retried once"
+    skipped = {i.sample_id: i.result for i in items}["tool_given/react/John_Doe-1"]
+    assert skipped["judge_error"].startswith(NOT_JUDGED) and "engine error" in skipped["judge_error"]
+    assert skipped["judge_procedure"] is None and skipped["judge_attempts"] == 0

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # the judge's prompts is the suite's largest single cost. No cross-run cache.
 SLICE = ["dataset=etapp", "dataset.methods=[fc]", "dataset.settings=[tool_given]", "dataset.max_turns=4",
          "decoding.max_new_tokens=32", "decoding.constraint=xgrammar", "dataset.judge_analysis_chars=8",
-         "roles.judge.decoding.max_new_tokens=1536", "engine.cache=false", "roles.judge.engine.cache=false"]
+         "roles.judge.decoding.constraint=xgrammar", "roles.judge.decoding.max_new_tokens=1536", "engine.cache=false", "roles.judge.engine.cache=false"]
 SMOKE = [*SLICE, "dataset.users=[James_Harrington,John_Doe]", "dataset.instructions=[1]"]
 # The killed run resumes from its own run dir. One request per shard gives each phase a middle to
 # be killed in, and makes every generation's numerics independent of what was batched with it (on

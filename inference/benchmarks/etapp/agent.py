@@ -16,7 +16,8 @@ from typing import Any, Callable, Optional
 from . import agent_text as text
 from .cases import Case
 from .fc_reading import Reader, read_hermes
-from inference.engines import Generation, Request
+from .prompt_files import Reminders
+from inference.engines import Generation, Request, prompt_tokens
 from inference.failures import ENGINE_ERROR, TOO_LONG
 from inference.generation import Rendered
 
@@ -54,6 +55,10 @@ class Episode:
     output_tokens: int = 0
     model_calls: int = 0
     """Every generation asked for, E-ReAct's plan included (`turn` leaves the plan out, as upstream's cap does)."""
+    reminders: Reminders = text.REMINDERS
+    """The reminders this episode's texts send after a malformed step (texts.py)."""
+    execute_turn: Optional[str] = None
+    """E-ReAct: the user turn after the plan."""
 
     @property
     def live(self) -> bool:
@@ -100,6 +105,8 @@ class Grammar:
     call_format: str = "hermes"
     """The family whose call wrapper a constrained FC turn's grammar adds."""
     read_fc: Reader = read_hermes
+    reasoning: bool = False
+    """dataset.reasoning: a ReAct step loses its `<think>` blocks before it is read (agent_text.step_text)."""
 
 
 def run_turns(episodes: list[Episode], generate: Callable[[list[Request]], list[Generation]],
@@ -131,7 +138,7 @@ def _step(episodes: list[Episode], generate: Callable[[list[Request]], list[Gene
         if request is not None:
             asked.append((episode, request))
     for (episode, request), generation in zip(asked, generate([r for _, r in asked])):
-        absorb(episode, generation, len(request.prompt_token_ids), limits, grammar.read_fc)
+        absorb(episode, generation, prompt_tokens(request, generation), limits, grammar.read_fc, grammar.reasoning)
 
 
 def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar) -> Optional[Request]:
@@ -151,14 +158,16 @@ def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar)
     return Request(sample_id=f"{episode.sample_id}@{episode.turn}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema,
                    call_format=grammar.call_format if schema else None, max_calls=limits.max_calls_per_response,
-                   calls_optional=schema is not None, regex=regex, sample_index=episode.sample_index)
+                   calls_optional=schema is not None, regex=regex, sample_index=episode.sample_index,
+                   chat_json=rendered.chat_json)
 
 
 def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits: Limits,
-           read_fc: Reader = read_hermes) -> None:
+           read_fc: Reader = read_hermes, reasoning: bool = False) -> None:
     """Act on one generation: record it, run its calls, nudge, or end the episode. Upstream
     checks the call limits, then the token budget, before it records the response: a response
-    over either is not recorded, only the abort."""
+    over either is not recorded, only the abort. The text read, and kept in the chat, is the
+    output as upstream's loop takes it (`reasoning`: dataset.reasoning, agent_text.step_text)."""
     episode.prompt_tokens += prompt_tokens
     episode.output_tokens += generation.output_tokens or 0
     episode.model_calls += 1
@@ -167,18 +176,19 @@ def absorb(episode: Episode, generation: Generation, prompt_tokens: int, limits:
         return
     usage = {"finish_reason": generation.finish_reason, "prompt_tokens": prompt_tokens,
              "output_tokens": generation.output_tokens}
+    output = text.step_text(generation.output, episode.method, reasoning)
     if episode.method == "e_react" and not episode.planned:
         if not _over_token_budget(episode, generation, prompt_tokens, limits):
-            _plan(episode, generation.output, usage)
+            _plan(episode, output, usage)
     elif episode.method == "fc":
-        reading = read_fc(generation.output)
+        reading = read_fc(output)
         if not _over_limits(episode, len(reading[1] or []), generation, prompt_tokens, limits):
-            _fc(episode, generation.output, reading, usage, limits)
+            _fc(episode, output, reading, usage, limits)
     else:
-        step = text.parse_react(generation.output)
+        step = text.parse_react(output)
         calling = bool(step.action) and not step.finishes
         if not _over_limits(episode, int(calling), generation, prompt_tokens, limits):
-            _react(episode, generation.output, step, usage, limits)
+            _react(episode, output, step, usage, limits)
 
 
 def _over_limits(episode: Episode, calls: int, generation: Generation, prompt_tokens: int, limits: Limits) -> bool:
@@ -193,7 +203,7 @@ def _over_token_budget(episode: Episode, generation: Generation, prompt_tokens: 
 
 
 def _plan(episode: Episode, output: str, usage: dict[str, Any]) -> None:
-    execute = text.e_react_execute_turn(episode.setting)
+    execute = episode.execute_turn if episode.execute_turn is not None else text.e_react_execute_turn(episode.setting)
     episode.add({"role": "assistant", "content": output, "tool_calls": []}, **usage)
     episode.add({"role": "user", "content": execute})
     episode.chat += [{"role": "assistant", "content": output}, {"role": "user", "content": execute}]
@@ -205,7 +215,7 @@ def _fc(episode: Episode, output: str, reading: tuple[str, Optional[list[dict[st
     content, calls = reading
     if calls is None:
         episode.add({"role": "assistant", "content": content, "tool_calls": []}, **usage)
-        _nudge(episode, output, text.NUDGE_FC_FORMAT)
+        _nudge(episode, output, episode.reminders.fc_format)
         return
     if not calls:
         episode.add({"role": "assistant", "content": "", "tool_calls": [{"name": "finish", "arguments": content}]},
@@ -220,8 +230,8 @@ def _fc(episode: Episode, output: str, reading: tuple[str, Optional[list[dict[st
     for call in calls:
         arguments = text.call_arguments(call["arguments"])
         if arguments is None:  # this call is answered with the format message; the others run
-            episode.add({"role": "tool", "content": text.FC_BAD_ARGUMENTS})
-            episode.chat.append({"role": "tool", "content": text.FC_BAD_ARGUMENTS})
+            episode.add({"role": "tool", "content": episode.reminders.fc_bad_arguments})
+            episode.chat.append({"role": "tool", "content": episode.reminders.fc_bad_arguments})
             continue
         _execute(episode, call["name"], arguments, text.shown_arguments(call["arguments"]), chat_role="tool")
 
@@ -237,12 +247,13 @@ def _react(episode: Episode, output: str, step: text.Step, usage: dict[str, Any]
     if _at_cap(episode, limits):  # upstream's last ReAct turn: the step is recorded, nothing else
         return
     if not step.action:
-        _nudge(episode, output, text.NUDGE_NO_ACTION)
+        _nudge(episode, output, episode.reminders.no_action)
         return
     arguments = text.parse_arguments(step.action_input)
     if arguments is None:
         episode.calls += 1
-        nudge = text.NUDGE_BAD_INPUT_EREACT if episode.method == "e_react" else text.NUDGE_BAD_INPUT_REACT
+        reminders = episode.reminders
+        nudge = reminders.bad_input_e_react if episode.method == "e_react" else reminders.bad_input_react
         _nudge(episode, output, nudge)
         return
     episode.chat.append({"role": "assistant", "content": output})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import polars as pl
 
@@ -24,6 +24,7 @@ from .agent import Episode, Grammar, Limits, run_turns
 from .cases import load_cases
 from .episodes import Context, Slot, new_episode, new_sandbox
 from .options import EtappOptions
+from .prompt_files import UpstreamFiles, resolve
 
 SCORER = "etapp_judge"
 TRAJECTORIES = "trajectories.parquet"
@@ -44,6 +45,31 @@ def travelplanner_path(options: EtappOptions) -> Path:
     return Path(options.path).expanduser().resolve().parent / "travelplanner"
 
 
+def prompt_source(options: EtappOptions, shown: bool = True) -> Optional[UpstreamFiles]:
+    """Upstream's texts from the ETAPP copy, or None for the project's own (dataset.prompts);
+    one notice line says which."""
+    root = Path(options.path).expanduser()
+    files = resolve(options.prompts, root)
+    if shown:
+        marker(f"ETAPP texts: upstream's, read from {root} (dataset.prompts={options.prompts})" if files else
+               f"ETAPP texts: toolsweep's own (dataset.prompts={options.prompts}"
+               + ("" if options.prompts == "own" else f"; upstream's prompt files are not under {root}") + ")")
+    return files
+
+
+def texts_facts(options: EtappOptions) -> dict[str, Any]:
+    """run.json's record of the texts: which, and the SHA-256 of every upstream file read."""
+    files = resolve(options.prompts, Path(options.path).expanduser())
+    return files.facts() if files else {"texts": "own", "option": options.prompts}
+
+
+def _texts_line(texts: dict[str, Any]) -> str:
+    if texts["texts"] != "upstream":
+        return "toolsweep's own wording"
+    hashes = ", ".join(f"{Path(name).name} {digest[:12]}" for name, digest in texts["sha256"].items())
+    return f"upstream's, read from the ETAPP copy ({hashes}); reminders {texts['reminders']}"
+
+
 def sample_cases(samples: pl.DataFrame, options: EtappOptions) -> list[Slot]:
     """The slot of every sample (its setting, method, case and sample index), in table order."""
     cases = {c.case_id: c for c in load_cases(Path(options.path).expanduser(), options.users, options.instructions)}
@@ -60,11 +86,17 @@ class AgentSolver:
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         options: EtappOptions = context.cfg.dataset
         with context.timer.phase("generate"):
-            episodes = (imported_episodes(samples, options) if options.upstream
-                        else run_agent(samples, context))
+            episodes, family = ((imported_episodes(samples, options), None) if options.upstream
+                                else run_agent(samples, context))
         write_trajectories(episodes, context.run_dir)
         context.facts["prompt"] = {"format": "etapp", "methods": list(options.methods)}
+        texts = texts_facts(options)
+        context.facts["report_facts"] = {"agent texts": "upstream's imported trajectories" if options.upstream
+                                         else _texts_line(texts)}
         context.facts["etapp"] = {"state": options.state, "max_turns": options.max_turns,
+                                  **({"fc_family": family} if family and "fc" in options.methods else {}),
+                                  "reasoning": options.reasoning,
+                                  "texts": texts if not options.upstream else None,
                                   "substitutes": _substitutes(), "end_reasons": _end_reasons(episodes),
                                   **_search_model(samples)}
         return with_episodes(samples, episodes)
@@ -73,26 +105,31 @@ class AgentSolver:
         raise NotImplementedError("the evaluated model's role cannot be switched off")
 
 
-def run_agent(samples: pl.DataFrame, context: SolveContext) -> list[Episode]:
+def run_agent(samples: pl.DataFrame, context: SolveContext) -> tuple[list[Episode], str]:
+    """Every episode, and the family FC calls were read in."""
     cfg, options = context.cfg, context.cfg.dataset
     generator = context.generator(MODEL_ROLE)
-    world = Context.load(Path(options.path).expanduser(), travelplanner_path(options))
+    world = Context.load(Path(options.path).expanduser(), travelplanner_path(options), prompt_source(options))
     limits = Limits(options.max_turns, cfg.decoding.max_new_tokens, generator.max_model_len or 1 << 30,
                     options.max_calls_per_response, options.max_calls_per_case, options.max_tokens_per_call)
-    grammar = agent_grammar(cfg.decoding.constraint, world, cfg.model.tool_parser, generator)
+    grammar = agent_grammar(cfg.decoding.constraint, world, cfg.model.tool_parser, generator, options.reasoning)
     return run_episodes(sample_cases(samples, options), options.state, world, generator, limits, grammar,
-                        options.episodes_per_batch)
+                        options.episodes_per_batch), grammar.call_format
 
 
-def agent_grammar(constraint: str, world: Context, parser: str | None, generator: Any) -> Grammar:
-    """The per-turn constraint and FC reader: any of the 35 tools may be called (upstream runs
-    whatever is named), in the call format of the family `parser` names (Hermes when unset)."""
-    from .fc_reading import HERMES, fc_reader
+def agent_grammar(constraint: str, world: Context, parser: str | None, generator: Any,
+                  reasoning: bool = False) -> Grammar:
+    """The per-turn constraint and readers: any of the 35 tools may be called (upstream runs
+    whatever is named), in the call format of the family `parser` names; unset, the family the
+    model's chat template implies, as single-call benchmarks guess it (Hermes where there is no
+    template: engine=script, replay). `reasoning`: dataset.reasoning (ReAct drops `<think>`)."""
+    from .fc_reading import fc_reader
+    from inference.toolcalls import guess_parser
 
-    family = parser or HERMES
+    family = parser or guess_parser(getattr(generator.tokenizer, "chat_template", None))
     read = fc_reader(family, lambda: generator.tokenizer)
     if constraint == "none":
-        return Grammar(False, call_format=family, read_fc=read)
+        return Grammar(False, call_format=family, read_fc=read, reasoning=reasoning)
     from .agent_text import react_grammar_regex
     from inference.schemas import compact_json
     from inference.toolcalls import call_format
@@ -103,7 +140,7 @@ def agent_grammar(constraint: str, world: Context, parser: str | None, generator
               "required": ["name", args_key], "additionalProperties": False}
     # Unbounded parts: max_new_tokens bounds them, and a bound grows a DFA backend's automaton.
     return Grammar(True, compact_json(schema), react_regex=react_grammar_regex(names, None, None, None),
-                   call_format=family, read_fc=read)
+                   call_format=family, read_fc=read, reasoning=reasoning)
 
 
 def run_episodes(samples: list[Slot], state: str, world: Context, generator: Any, limits: Limits,

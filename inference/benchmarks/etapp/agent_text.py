@@ -1,7 +1,8 @@
 """ETAPP's agent texts and the per-step parsers the agent loop calls (spec section 2.2-2.3).
 
-The prompts are toolsweep's own wording: upstream has no license, so they carry its structure and
-facts (persona and principles, profile / preferences / status blocks, the ReAct format and its
+The prompts here are toolsweep's own wording, used where the user's ETAPP copy lacks upstream's
+prompt files (`dataset.prompts=own`; texts.py picks the source): upstream has no license, so they
+carry its structure and facts (persona and principles, profile / preferences / status blocks, the ReAct format and its
 one-shot example, the E-ReAct plan) but none of its sentences. Dicts and lists appear as Python
 repr because upstream fills its placeholders with `str.format`, and a judge or a model tuned on
 upstream's trajectories sees that form. The abort strings are upstream's exactly: the judge reads
@@ -20,6 +21,7 @@ from typing import Any
 from inference.errors import ConfigError, DatasetError
 
 from .options import METHODS
+from .prompt_files import Reminders
 SETTINGS = ("tool_given", "tool_retrieval")
 
 ABORT_TURNS = "Cannot solve this task due to trying too many times."
@@ -133,6 +135,11 @@ FC_BAD_ARGUMENTS = "These arguments are not in the required format; please corre
 """The tool-role answer to one FC call whose arguments do not evaluate to a dict (upstream's rule)."""
 
 
+REMINDERS = Reminders(NUDGE_NO_ACTION, NUDGE_BAD_INPUT_REACT, NUDGE_BAD_INPUT_EREACT, NUDGE_FC_FORMAT,
+                      FC_BAD_ARGUMENTS)
+"""The project's own reminders (upstream's are read from its loop file where the copy has it)."""
+
+
 def _check(method: str, setting: str) -> None:
     if method not in METHODS:
         raise ConfigError(f"ETAPP method must be one of {list(METHODS)}, got {method!r}")
@@ -228,10 +235,19 @@ class Step:
 
 
 def strip_think(text: str) -> str:
-    """Drop reasoning: closed `<think>` blocks, and everything up to a stray `</think>` (templates
-    that open the block in the prompt leave only its end in the output)."""
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
-    return text.rsplit("</think>", 1)[1] if "</think>" in text else text
+    """Upstream's reasoning mode: every closed `<think>...</think>` block dropped, then the text
+    stripped. As upstream's pattern, a lone `</think>` (a template that opens the block in the
+    prompt) drops nothing: the reasoning before it is read as part of the step."""
+    return re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()
+
+
+def step_text(output: str, method: str, reasoning: bool) -> str:
+    """A model output as upstream's loop reads it, and keeps it in the chat: a ReAct step under
+    its --reasoning flag (`dataset.reasoning`) without its reasoning (strip_think); every other
+    output as written, `<think>` included. Upstream drops reasoning nowhere else: not in E-ReAct's
+    plan or steps, and its open-model FC readers have no rule for it (a `<tool_call>` block inside
+    `<think>` is a call, and a final answer keeps its reasoning)."""
+    return strip_think(output) if reasoning and method == "react" else output
 
 
 def _final_thought(text: str, end: int) -> str:
@@ -253,10 +269,8 @@ def parse_react(text: str) -> Step:
     """One ReAct step as upstream's parser reads it (spec 2.3 rules 1-2 with correction 12):
     an action needs both `Action:` and a later `Action Input:`, else it is "" (the no-action
     reminder); the input is everything after the first `Action Input:` ("" stays "", so reading it
-    fails into the format reminder), `{}` only where no `Action Input:` is written at all."""
-    thought_free = strip_think(text)
-    # upstream strips the text once it removed reasoning (its reasoning mode), not otherwise
-    text = thought_free.strip() if thought_free != text else text
+    fails into the format reminder), `{}` only where no `Action Input:` is written at all. The
+    text is read as given, reasoning and all (step_text drops it under dataset.reasoning)."""
     if "Final Answer:" in text:
         end = text.rfind("Final Answer:")
         answer = text[end + len("Final Answer:"):].strip()
@@ -292,10 +306,11 @@ def parse_fc_calls(text: str) -> list[dict] | None:
     """Hermes-family calls as upstream's open-model FC path reads them: [] when the text has no
     complete block (a final answer), None when any block is not a Python literal dict with a
     string `name` and an `arguments` entry (JSON true/false/null fail; an unclosed `<tool_call>`
-    reads as no call). `arguments` is kept as written: upstream evaluates `str(arguments)` per
-    call, so a string holding a dict runs too (`call_arguments`)."""
+    reads as no call; a block inside `<think>` is a call, as upstream reads it). `arguments` is
+    kept as written: upstream evaluates `str(arguments)` per call, so a string holding a dict runs
+    too (`call_arguments`)."""
     calls = []
-    for payload in _TOOL_CALL.findall(strip_think(text)):
+    for payload in _TOOL_CALL.findall(text):
         try:
             value = ast.literal_eval(payload)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -325,8 +340,8 @@ def call_arguments(arguments: Any) -> dict | None:
 
 
 def fc_text_before_calls(text: str) -> str:
-    """The text outside the `<tool_call>` blocks (and outside reasoning), stripped."""
-    return _TOOL_CALL.sub("", strip_think(text)).strip()
+    """The text outside the `<tool_call>` blocks (reasoning included, as upstream keeps it), stripped."""
+    return _TOOL_CALL.sub("", text).strip()
 
 
 def react_grammar_regex(tool_names: list[str], thought_chars: int | None = None,

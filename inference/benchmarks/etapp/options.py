@@ -8,6 +8,7 @@ from typing import Optional
 
 from grading.etapp_rubric import METHODS as _RECORD_STARTS
 from inference.config import DatasetConfig
+from .prompt_files import MODES as PROMPT_SOURCES
 
 METHODS = tuple(_RECORD_STARTS)
 """Agent methods: fc (the model's own tool calls), react, e_react (a plan, then ReAct); one list,
@@ -36,9 +37,17 @@ class EtappOptions(DatasetConfig):
     episodes_per_batch: Optional[int] = None
     """Episodes driven together, turn by turn, in one batched generate per turn; None: all of them
     (fastest). 1 runs one case to its end before the next starts, as upstream does."""
+    reasoning: bool = False
+    """Upstream's --reasoning: every ReAct step loses its `<think>...</think>` blocks (and is
+    stripped) before it is read and kept in the chat. False (upstream's default): read as written.
+    ReAct only, as upstream: E-ReAct and FC turns are always read as written, reasoning included."""
     state: str = "tool"
     """tool: upstream's per-tool tables, fresh per case; app: one state per app, fresh per case;
     sequential: upstream's per-tool tables kept across a user's cases, in file order."""
+    prompts: str = "auto"
+    """Whose texts the agent and the judge read: upstream (upstream's own prompt files, read from
+    the ETAPP copy at dataset.path, never shipped), own (toolsweep's wording), auto (upstream's
+    when the files are there, else own; a notice says which, and run.json records it)."""
     travelplanner: Optional[str] = None
     """TravelPlanner database folder (restaurants); None: `travelplanner` next to dataset.path."""
     upstream: Optional[str] = None
@@ -60,6 +69,8 @@ class EtappOptions(DatasetConfig):
             found.append(f"dataset.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
         if self.subset is not None and self.subset not in SUBSETS:
             found.append(f"dataset.subset must be one of {list(SUBSETS)} or null, got {self.subset!r}")
+        if self.prompts not in PROMPT_SOURCES:
+            found.append(f"dataset.prompts must be one of {list(PROMPT_SOURCES)}, got {self.prompts!r}")
         if self.state not in STATES:
             found.append(f"dataset.state must be one of {list(STATES)}, got {self.state!r}")
         for key in ("max_turns", "max_calls_per_response", "max_calls_per_case", "max_tokens_per_call",
@@ -72,4 +83,10 @@ class EtappOptions(DatasetConfig):
             found.append(f"dataset.pass_score must be a judge score in [0, 5], got {self.pass_score}")
         if self.judge_retries < 0:
             found.append(f"dataset.judge_retries must be an integer >= 0, got {self.judge_retries}")
+        if self.reasoning and "react" not in self.methods:
+            found.append("dataset.reasoning=true drops <think> blocks from ReAct steps only (upstream's --reasoning); "
+                         "add react to dataset.methods, or leave dataset.reasoning false")
+        if self.reasoning and self.upstream:
+            found.append("dataset.reasoning=true reads the agent's ReAct steps, and dataset.upstream runs no agent "
+                         "(its files were read when they were made); leave dataset.reasoning false")
         return found
