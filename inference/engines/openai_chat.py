@@ -46,12 +46,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from omegaconf import MISSING
 
-from inference.config import AGENT_TURN, DecodingConfig, GeneratingEngineConfig
+from inference.config import AGENT_TURN, DecodingConfig
 from inference.console import marker, progress
 from inference.engines import EngineContext, Generation, Request, request_seed
-from inference.engines.openai_server import _call, server_identity
+from inference.engines.openai_server import ServerEngineConfig, _call, server_identity
 from inference.errors import EngineError
 from inference.schemas import backend_schema
 from inference.toolcalls import CALL_FORMATS, DEFAULT_PARSER, CallFormat
@@ -224,46 +223,19 @@ def _standard_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class ChatEngineConfig(GeneratingEngineConfig):
+class ChatEngineConfig(ServerEngineConfig):
     name: str = "chat"
     target: str = "inference.engines.openai_chat:ChatEngine"
-    base_url: str = MISSING
-    """The server's OpenAI-compatible API, ending in /v1 (e.g. http://127.0.0.1:8000/v1)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """The environment variable holding the API key (the key itself never enters config or run.json)."""
-    model: Optional[str] = None
-    """The model to ask for (e.g. gpt-4o); None: the server's only model (vLLM, llama.cpp)."""
-    revision: str = ""
-    """Your name for the weights behind the server (e.g. a dated model version): part of the cache
-    key, with the server's model entry, so a server swapped to new weights does not reuse old answers."""
     local_template: bool = True
     """Render each chat here too with model.path's tokenizer and chat template (model.path needs both,
     not the weights): token counts, the context check, the chat adapted to that template as in-process.
     false: a remote-only model (GPT-4o): model.path is not read; the server's usage gives the counts."""
-    concurrency: int = 8
-    """Requests in flight at once."""
-    timeout_s: float = 600.0
-    """Seconds one request may take."""
-    retries: int = 3
-    """Retries, with backoff, after a connection error, a timeout, a 429 or a 5xx answer."""
 
-    needs_weights = False
     sends_chat = True
 
     @property
     def renders_locally(self) -> bool:
         return self.local_template
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.base_url.startswith(("http://", "https://")):
-            found.append(f"engine.base_url must be an http(s) URL ending in /v1, got {self.base_url!r}")
-        if self.concurrency < 1 or self.retries < 0:
-            found.append(f"engine.concurrency must be >= 1 and engine.retries >= 0, got {self.concurrency}, "
-                         f"{self.retries}")
-        if self.timeout_s <= 0:
-            found.append(f"engine.timeout_s must be > 0 seconds, got {self.timeout_s}")
-        return found
 
     def constraint_problems(self, prefix: str, decoding: DecodingConfig, answers: str) -> list[str]:
         if decoding.constraint == "none" or answers != AGENT_TURN:

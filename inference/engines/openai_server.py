@@ -132,24 +132,24 @@ class OpenAIEngine:
 
 
 @dataclass
-class OpenAIEngineConfig(GeneratingEngineConfig):
-    name: str = "openai"
-    target: str = "inference.engines.openai_server:OpenAIEngine"
+class ServerEngineConfig(GeneratingEngineConfig):
+    """What every engine that talks to an OpenAI-compatible server reads (engine=openai, engine=chat)."""
+
     base_url: str = MISSING
     """The server's OpenAI-compatible API, ending in /v1 (e.g. http://127.0.0.1:8000/v1)."""
     api_key_env: str = "OPENAI_API_KEY"
     """The environment variable holding the API key (the key itself never enters config or run.json)."""
     model: Optional[str] = None
-    """The served model's id; None: the server's only model."""
+    """The served model's id (e.g. gpt-4o); None: the server's only model."""
     revision: str = ""
     """Your name for the weights behind the server (e.g. a checkpoint step): part of the cache key,
-    with the server's model id, so a server swapped to new weights does not reuse old generations."""
+    with the server's model entry, so a server swapped to new weights does not reuse old generations."""
     concurrency: int = 8
     """Requests in flight at once (the server batches them)."""
     timeout_s: float = 600.0
     """Seconds one request may take."""
     retries: int = 3
-    """Retries, with backoff, after a connection error or a 5xx answer."""
+    """Retries, with backoff, after a connection error, a timeout, a 408, 429 or 5xx answer."""
 
     needs_weights = False
 
@@ -160,7 +160,15 @@ class OpenAIEngineConfig(GeneratingEngineConfig):
         if self.concurrency < 1 or self.retries < 0:
             found.append(f"engine.concurrency must be >= 1 and engine.retries >= 0, got {self.concurrency}, "
                          f"{self.retries}")
+        if self.timeout_s <= 0:
+            found.append(f"engine.timeout_s must be > 0 seconds, got {self.timeout_s}")
         return found
+
+
+@dataclass
+class OpenAIEngineConfig(ServerEngineConfig):
+    name: str = "openai"
+    target: str = "inference.engines.openai_server:OpenAIEngine"
 
     def model_key(self) -> dict[str, Any]:
         return {"server": server_identity(self.base_url, os.environ.get(self.api_key_env) or None, self.model),

@@ -171,7 +171,9 @@ def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, 
                                                                       etapp_data):
     """The judge is a role like any model: `engine@roles.judge.engine=openai` against the real
     `vllm serve` gives the in-process judge's greedy answers and scores (scripted agent, so the
-    judge's prompts are the same in both runs)."""
+    judge's prompts are the same in both runs). Free decoding, upstream's protocol, 48 tokens: the
+    server's structured outputs are the single-call test's subject, and an outlines compile of the
+    judge's schema in both runs cost most of this test."""
     from tests.inference.test_etapp_run import one_case
 
     sid = "tool_given/fc/James_Harrington-1"
@@ -179,8 +181,8 @@ def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, 
     script.write_text(json.dumps({"sample_id": sid, "turn": 1, "answer": "Mild and dry in San Francisco today."}) + "\n")
     common = ["dataset=etapp", f"dataset.path={etapp_data}", *one_case("James_Harrington", 1)[:-1], "engine=script",
               f"engine.script={script}", f"roles.judge.model.path={tiny_model}", "roles.judge.model.embedded=false",
-              "roles.judge.model.dtype=float32", "roles.judge.decoding.constraint=outlines",
-              "roles.judge.decoding.max_new_tokens=1536", "dataset.judge_analysis_chars=8", "dataset.judge_retries=0",
+              "roles.judge.model.dtype=float32", "roles.judge.decoding.constraint=none",
+              "roles.judge.decoding.max_new_tokens=48", "dataset.judge_retries=0",
               "roles.judge.engine.cache=false"]
     local = run_toolsweep(tmp_path / "local", [*common, "roles.judge.engine.cpu_kvcache_gib=0.0625"], env=scratch_env)
     assert local.returncode == 0, local.stderr[-3000:]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 # Tools whose data upstream never shipped: they run on deterministic substitutes here (spec
 # section 1.12), so a case that lists or calls one is left out of the `clean` subset. The scorer,
 # which defines that subset, declares them (grading never imports inference); re-exported here.
-from grading.scorers.etapp_judge import SUBSTITUTED_TOOLS
+from grading.scorers.etapp_judge import SUBSTITUTED_TOOLS  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
