@@ -112,10 +112,22 @@ def pytest_collection_modifyitems(config, items):
     items[:] = dealt(long, quick, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
+SHARED_SERVERS = ("vllm_server",)
+"""Module fixtures that start a server: every test using one goes to the same worker, so the
+server starts once (a module-scoped fixture starts again in every worker that runs its tests)."""
+
+
 def dealt(long: list, quick: list, workers: int) -> list:
-    """`long` round-robin to the front of `workers` equal contiguous shares, `quick` filling them."""
+    """`long` to the front of `workers` equal contiguous shares (the tests of one shared server
+    together, each group to the share with the fewest long tests so far), `quick` filling them."""
     size = -(-(len(long) + len(quick)) // workers)
-    shares = [long[w::workers] for w in range(workers)]
+    groups: dict[str, list] = {}
+    for item in long:
+        server = next((name for name in SHARED_SERVERS if name in getattr(item, "fixturenames", ())), None)
+        groups.setdefault(server or item.nodeid, []).append(item)
+    shares: list[list] = [[] for _ in range(workers)]
+    for group in groups.values():
+        min(shares, key=len).extend(group)
     rest = iter(quick)
     for share in shares:
         share.extend(itertools.islice(rest, max(size - len(share), 0)))
