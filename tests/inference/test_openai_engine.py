@@ -31,7 +31,7 @@ from tests.conftest import tiny_args
 from tests.inference.test_end_to_end import run_toolsweep
 
 KEY = secrets.token_urlsafe(24)
-"""The server's API key: a fresh secret per session, so finding it in a run dir means it leaked."""
+"""The server's API key: a fresh secret per test session, so finding it in a run dir means it leaked."""
 CHAT_KEY_ENV = "TOOLSWEEP_TEST_CHAT_KEY"
 
 
