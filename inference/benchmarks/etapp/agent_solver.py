@@ -57,9 +57,8 @@ def prompt_source(options: EtappOptions, shown: bool = True) -> Optional[Upstrea
     return files
 
 
-def texts_facts(options: EtappOptions) -> dict[str, Any]:
+def texts_facts(files: Optional[UpstreamFiles], options: EtappOptions) -> dict[str, Any]:
     """run.json's record of the texts: which, and the SHA-256 of every upstream file read."""
-    files = resolve(options.prompts, Path(options.path).expanduser())
     return files.facts() if files else {"texts": "own", "option": options.prompts}
 
 
@@ -85,12 +84,13 @@ class AgentSolver:
 
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         options: EtappOptions = context.cfg.dataset
+        files = prompt_source(options, shown=not options.upstream)  # read once: the run and its facts
         with context.timer.phase("generate"):
             episodes, family = ((imported_episodes(samples, options), None) if options.upstream
-                                else run_agent(samples, context))
+                                else run_agent(samples, context, files))
         write_trajectories(episodes, context.run_dir)
         context.facts["prompt"] = {"format": "etapp", "methods": list(options.methods)}
-        texts = texts_facts(options)
+        texts = texts_facts(files, options)
         context.facts["report_facts"] = {"agent texts": "upstream's imported trajectories" if options.upstream
                                          else _texts_line(texts)}
         context.facts["etapp"] = {"state": options.state, "max_turns": options.max_turns,
@@ -105,11 +105,12 @@ class AgentSolver:
         raise NotImplementedError("the evaluated model's role cannot be switched off")
 
 
-def run_agent(samples: pl.DataFrame, context: SolveContext) -> tuple[list[Episode], str]:
-    """Every episode, and the family FC calls were read in."""
+def run_agent(samples: pl.DataFrame, context: SolveContext,
+              files: Optional[UpstreamFiles]) -> tuple[list[Episode], str]:
+    """Every episode, and the family FC calls were read in (`files`: upstream's texts, or None)."""
     cfg, options = context.cfg, context.cfg.dataset
     generator = context.generator(MODEL_ROLE)
-    world = Context.load(Path(options.path).expanduser(), travelplanner_path(options), prompt_source(options))
+    world = Context.load(Path(options.path).expanduser(), travelplanner_path(options), files)
     limits = Limits(options.max_turns, cfg.decoding.max_new_tokens, generator.max_model_len or 1 << 30,
                     options.max_calls_per_response, options.max_calls_per_case, options.max_tokens_per_call)
     grammar = agent_grammar(cfg.decoding.constraint, world, cfg.model.tool_parser, generator, options.reasoning)

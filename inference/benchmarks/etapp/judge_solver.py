@@ -36,11 +36,10 @@ from inference.engines import Request, prompt_tokens
 from inference.errors import DatasetError
 from inference.schemas import compact_json
 from inference.solvers import SolveContext
-from .agent_solver import TRAJECTORIES, sample_cases, travelplanner_path
+from .agent_solver import TRAJECTORIES, prompt_source, sample_cases, travelplanner_path
 from .cases import Case
 from .episodes import Context
 from .options import EtappOptions
-from .agent_solver import prompt_source
 
 JUDGE_ROLE = "judge"
 JUDGEMENT_SCHEMA = {
