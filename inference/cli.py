@@ -28,12 +28,13 @@ from inference.errors import ToolsweepError  # noqa: E402
 from inference.models import cache_root  # noqa: E402
 from inference.run import evaluate, prepare_models, run_config  # noqa: E402
 from inference.slurm import register as register_slurm_resolvers  # noqa: E402
-from inference.sweep import CHILD_FLAG, run_child_job  # noqa: E402
+from inference.sweep import CHILD_FLAG, gpu_slots, run_child_job  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF = REPO_ROOT / "conf"
 OmegaConf.register_new_resolver("toolsweep_root", lambda: str(REPO_ROOT), replace=True)
 OmegaConf.register_new_resolver("toolsweep_cache", lambda: str(cache_root()), replace=True)
+OmegaConf.register_new_resolver("toolsweep_gpu_slots", gpu_slots, replace=True)
 register_configs()
 register_slurm_resolvers()
 HELP = """toolsweep: batch evaluation of (personalized) tool-calling LLMs on local models.

@@ -32,6 +32,8 @@ JSON_ANSWER, CALLS_ANSWER, AGENT_TURN = "json", "calls", "agent_turn"
 # Field metadata marking an option that changes what the model generates: every such field
 # enters the generation cache key (inference.generation.key_context), so none can be forgotten.
 OUTPUT = {"output": True}
+DEFAULT_SHARD_SIZE = 512
+"""Prompts per shard where neither engine.shard_size nor the engine chooses."""
 
 
 def output_options(part: Any) -> dict[str, Any]:
@@ -62,6 +64,11 @@ class ModelConfig:
     """A LoRA adapter folder (adapter_config.json) served on this base model through vLLM."""
     max_lora_rank: int = 64
     """vLLM: the largest adapter rank to reserve memory for."""
+    quantization: Optional[str] = field(default=None, metadata=OUTPUT)
+    """vLLM's quantization method (fp8, fp8_per_channel, awq, gptq, bitsandbytes, ...). None: what the
+    checkpoint's config.json declares (an AWQ or GPTQ folder quantizes itself), else none."""
+    load_format: str = field(default="auto", metadata=OUTPUT)
+    """vLLM's weight loader (auto, safetensors, bitsandbytes, gguf, ...)."""
 
 
 @dataclass
@@ -119,6 +126,8 @@ class EngineConfig:
     needs_weights = False
     """model.path must hold the weights (False: a remote engine needs only config and tokenizer)."""
     serves_lora = False
+    runs_quantized = False
+    """Applies model.quantization, model.load_format (vLLM in this process)."""
     sends_chat = False
     """The engine sends the chat itself (messages and tools), not the rendered prompt: requests
     carry `chat_json` (engine=chat)."""
@@ -148,9 +157,9 @@ class EngineConfig:
 class GeneratingEngineConfig(EngineConfig):
     """What every engine that runs a model has: shards and the shared cache."""
 
-    shard_size: int = 512
+    shard_size: Optional[int] = None
     """Prompts per shard: each finished shard is written to disk, so a killed run resumes there.
-    Large enough to keep vLLM's batches full."""
+    None: the engine's choice (vLLM on a GPU: four full batches), else DEFAULT_SHARD_SIZE."""
     cache: bool = True
     """Reuse generations across runs (keyed by model weights, prompt, grammar and every option
     that changes outputs) from $TOOLSWEEP_CACHE/generations."""
@@ -160,7 +169,9 @@ class GeneratingEngineConfig(EngineConfig):
 
     def problems(self) -> list[str]:
         """Every invalid value of this engine's options."""
-        return [] if self.shard_size >= 1 else [f"engine.shard_size must be an integer >= 1, got {self.shard_size}"]
+        if self.shard_size is None or self.shard_size >= 1:
+            return []
+        return [f"engine.shard_size must be an integer >= 1 (or null: the engine's choice), got {self.shard_size}"]
 
 
 @dataclass
@@ -168,16 +179,20 @@ class VLLMEngineConfig(GeneratingEngineConfig):
     name: str = "vllm"
     target: str = "inference.engines.vllm_offline:VLLMEngine"
     enforce_eager: Optional[bool] = None
-    """Skip graph capture/compilation. None: True on CPU (init 15-35 s, not 90-120 s)."""
+    """Skip graph capture/compilation. None: True on CPU (init 15-35 s, not 90-120 s), compiled on GPU."""
     gpu_memory_utilization: float = 0.9
-    """Share of GPU memory for weights and KV cache."""
-    max_num_seqs: int = 256
-    """Sequences decoded together."""
+    """Share of the GPU's total memory for this engine's weights and KV cache (at start vLLM
+    refuses when less than that is free: engines sharing a GPU each take a part)."""
+    max_num_seqs: Optional[int] = None
+    """Sequences decoded together. None: vLLM's default for the device (256 on a CPU and on most
+    GPUs, 1024 offline on H100/H200-class ones)."""
     max_num_batched_tokens: Optional[int] = None
     """Tokens per scheduler step (prefill chunk budget). None: vLLM's default."""
     cpu_kvcache_gib: float = 2.0
     """On CPU: KV-cache size in GiB, fractions allowed (VLLM_CPU_KVCACHE_SPACE, when set,
     takes precedence in whole GiB)."""
+    kv_cache_dtype: str = field(default="auto", metadata=OUTPUT)
+    """KV-cache dtype (auto: the model's; fp8, fp8_e4m3, fp8_e5m2 halve its memory)."""
     enable_prefix_caching: Optional[bool] = field(default=None, metadata=OUTPUT)
     """Reuse the KV of prompt prefixes seen before (None: vLLM's default, on). Off makes each
     request's numerics independent of what ran before it in the process: a resumed multi-turn run
@@ -185,10 +200,11 @@ class VLLMEngineConfig(GeneratingEngineConfig):
     token of a small model)."""
 
     serves_lora = True
+    runs_quantized = True
 
     def problems(self) -> list[str]:
         found = super().problems()
-        if self.max_num_seqs < 1:
+        if self.max_num_seqs is not None and self.max_num_seqs < 1:
             found.append(f"engine.max_num_seqs must be an integer >= 1, got {self.max_num_seqs}")
         if not 0 < self.gpu_memory_utilization <= 1:
             found.append(f"engine.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
@@ -392,7 +408,7 @@ def _check_paths(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
             check_model_dir(cfg.model.path, weights=cfg.engine.needs_weights)
         except ConfigError as exc:
             problems.append(str(exc))
-    return problems + _check_lora(cfg)
+    return problems + _check_lora(cfg) + _check_quantization(cfg)
 
 
 def _check_roles(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
@@ -444,6 +460,15 @@ def _check_lora(cfg: ToolsweepConfig) -> list[str]:
         return [f"model.lora {cfg.model.lora!r} is not a LoRA adapter folder: it has no "
                 "adapter_config.json"]
     return []
+
+
+def _check_quantization(cfg: ToolsweepConfig) -> list[str]:
+    roles = [("model.", cfg.model, cfg.engine), *((f"roles.{name}.model.", role.model, role.engine)
+                                                  for name, role in cfg.roles.items())]
+    return [f"{prefix}quantization/load_format need an engine that loads the weights with vLLM (engine=vllm); "
+            f"got engine={engine.name} (a server's quantization is set where it is served)"
+            for prefix, model, engine in roles
+            if (model.quantization is not None or model.load_format != "auto") and not engine.runs_quantized]
 
 
 def typed_config(data: dict[str, Any], dataset_options: type) -> ToolsweepConfig:

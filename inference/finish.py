@@ -20,7 +20,7 @@ from inference.console import marker
 from inference.errors import ToolsweepError
 from inference.failures import ERROR_CLASSES
 from inference.generation import MODEL_ROLE
-from inference.models import cache_root
+from inference.models import cache_root, declared_quantization
 from inference.runinfo import Timer, git_commit, machine, package_versions, write_run_json
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +97,11 @@ def _model_facts(cfg: ToolsweepConfig) -> dict[str, Any]:
     path = Path(cfg.model.path)
     return {"path": str(path), "name": cfg.model.name or path.name,
             "fingerprint": model_digest(path, cache_root() / "digests")[:16] if (path / "config.json").is_file()
-            else None}
+            else None,
+            # what the numbers were computed at: a quantized twin is compared by these
+            "quantization": cfg.model.quantization or declared_quantization(path),
+            "quantization_source": "model.quantization" if cfg.model.quantization else "checkpoint config.json",
+            "load_format": cfg.model.load_format, "kv_cache_dtype": getattr(cfg.engine, "kv_cache_dtype", None)}
 
 
 def sample_facts(table: pl.DataFrame) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 
 from grading.listing import list_first
 from inference.cache import GenerationStore, request_key
-from inference.config import DecodingConfig, ModelConfig, output_options
+from inference.config import DEFAULT_SHARD_SIZE, DecodingConfig, ModelConfig, output_options
 from inference.console import marker
 from inference.engines import Engine, EngineContext, Generation, Request, engine_class
 from inference.errors import ConfigError
@@ -286,9 +286,11 @@ class Generator:
         stored = store.lookup(keys)
         todo = [(k, r) for k, r in zip(keys, requests) if k not in stored]
         fresh: dict[str, Generation] = {}
-        shards = list(chunks(todo, self.role.engine.shard_size))
+        engine = self._loaded([r.sample_id for _, r in todo]) if todo else None
+        # vLLM chooses its shard on a GPU (whole batches); engine.shard_size, where set, decides
+        size = self.role.engine.shard_size or getattr(engine, "shard_size", None) or DEFAULT_SHARD_SIZE
+        shards = list(chunks(todo, size))
         for number, shard in enumerate(shards, start=1):
-            engine = self._loaded([r.sample_id for _, r in todo])
             marker(f"shard {number}/{len(shards)}: generating {len(shard)} requests")
             generations = engine.generate([r for _, r in shard])
             store.write_part([k for k, _ in shard], generations, engine.backend)

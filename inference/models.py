@@ -40,6 +40,16 @@ def is_embedded_path(path: str | Path) -> bool:
     return Path(path).expanduser().resolve() == embedded_model_dir().resolve()
 
 
+def declared_quantization(path: str | Path) -> str | None:
+    """The quantization method a checkpoint's config.json declares (AWQ, GPTQ, FP8 folders), else None."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    declared = config.get("quantization_config") if isinstance(config, dict) else None
+    return str(declared.get("quant_method")) if isinstance(declared, dict) and declared.get("quant_method") else None
+
+
 def check_model_dir(path: str | Path, weights: bool = True) -> Path:
     """Return `path` as a local model folder, or raise ConfigError saying what is wrong
     (`weights=False`: a folder with the config and tokenizer is enough, for a remote engine)."""

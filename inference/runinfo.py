@@ -55,6 +55,13 @@ def machine() -> dict[str, Any]:
         facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except ImportError:
         facts["gpus"] = []
+    from inference.gpu import probe
+
+    node = probe()
+    if node.listed:
+        facts["nvidia"] = {"driver": node.driver, "listed": node.listed,
+                           "visible": [{"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib}
+                                       for g in node.gpus]}
     return facts
 
 

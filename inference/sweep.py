@@ -9,16 +9,18 @@ for its own overrides in a child process; the parent only records how the child 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import re
-import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import polars as pl
 from hydra.experimental.callback import Callback
@@ -56,21 +58,78 @@ def main_checkpoints(argv: list[str] | None = None) -> None:
     print(",".join(str(p.resolve()) for p in checkpoint_dirs(args.root, args.pattern)))
 
 
-def visible_devices(job_num: int, gpus_per_job: int) -> str | None:
-    """CUDA_VISIBLE_DEVICES for a job: slot `job_num % slots` of the node's GPUs, or None."""
+def node_gpus() -> list[str]:
+    """The GPUs a job may be given: CUDA_VISIBLE_DEVICES's entries where set, else nvidia-smi's."""
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
-        gpus = [g for g in listed.split(",") if g.strip()]
-    elif shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-        gpus = [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
-    else:
-        return None
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    from inference.gpu import probe
+
+    return [gpu.index for gpu in probe().gpus]
+
+
+def visible_devices(job_num: int, gpus_per_job: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES for a job: slot `job_num % slots` of the node's GPUs, or None."""
+    gpus = node_gpus()
     slots = len(gpus) // max(gpus_per_job, 1)
     if slots == 0:
         return None
     slot = job_num % slots
     return ",".join(gpus[slot * gpus_per_job:(slot + 1) * gpus_per_job])
+
+
+@contextmanager
+def gpu_slot(sweep_dir: Path, job_num: int, gpus_per_job: int) -> Iterator[str | None]:
+    """The GPUs of a free slot, held (a lock file per slot and host) while the job runs.
+
+    Parallel jobs finish in any order: job k's slot `k % slots` may still be busy with an earlier
+    job when k starts, and two engines on one GPU fail. So a job takes the first free slot from
+    its own, waiting when all are busy. Under SLURM the allocation decides and nothing is locked."""
+    gpus = node_gpus()
+    slots = len(gpus) // max(gpus_per_job, 1)
+    if slots == 0 or os.environ.get("SLURM_JOB_ID"):
+        yield visible_devices(job_num, gpus_per_job)
+        return
+    locks = sweep_dir / ".gpu-slots" / socket.gethostname()
+    locks.mkdir(parents=True, exist_ok=True)
+    while True:
+        for slot in [(job_num + i) % slots for i in range(slots)]:
+            handle = open(locks / f"slot-{slot}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield ",".join(gpus[slot * gpus_per_job:(slot + 1) * gpus_per_job])
+            finally:
+                handle.close()  # releases the lock
+            return
+        time.sleep(0.5)
+
+
+def check_gpu_launcher(n_jobs: Any, tensor_parallel_size: int, gpus: int) -> str | None:
+    """Why hydra/launcher=local_gpus cannot run this sweep on a node with `gpus` visible GPUs
+    (None where it can): every parallel job needs model.tensor_parallel_size GPUs of its own."""
+    tp = max(int(tensor_parallel_size), 1)
+    if gpus == 0:
+        return ("hydra/launcher=local_gpus needs NVIDIA GPUs, and none is visible here (nvidia-smi lists none, "
+                "or CUDA_VISIBLE_DEVICES hides them): use hydra/launcher=local")
+    if gpus < tp:
+        return (f"model.tensor_parallel_size={tp} needs {tp} GPUs per job and this node shows {gpus}: lower "
+                "model.tensor_parallel_size or run on a larger node")
+    slots = gpus // tp
+    if int(n_jobs) > slots:
+        return (f"hydra.launcher.n_jobs={n_jobs} is more than this node's {slots} GPU slot(s) ({gpus} GPU(s) / "
+                f"model.tensor_parallel_size={tp}): jobs would share a GPU and fail to start; leave n_jobs "
+                "unset (it defaults to the slots)")
+    return None
+
+
+def gpu_slots(tensor_parallel_size: Any) -> int:
+    """hydra/launcher=local_gpus' default n_jobs: the visible GPUs / model.tensor_parallel_size
+    (at least 1: a node without enough GPUs is refused when the sweep starts, with the reason)."""
+    return max(len(node_gpus()) // max(int(tensor_parallel_size), 1), 1)
 
 
 def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
@@ -86,12 +145,12 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
         _report(job_num, kept, True, run_dir)
         return kept
     env = {**os.environ, CHILD_FLAG: "1"}
-    devices = visible_devices(job_num, gpus_per_job)
-    if devices is not None:
-        env["CUDA_VISIBLE_DEVICES"] = devices
     command = [sys.executable, "-m", "inference.cli", *task_overrides, f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
-    returncode, log = _stream(command, env, run_dir / "job.log")
+    with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
+        returncode, log = _stream(command, env, run_dir / "job.log")
     if returncode == -signal.SIGTERM and os.environ.get("SLURM_JOB_ID"):
         await_requeue(job_num)
     outcome = {"status": "complete" if returncode == 0 else "failed",
@@ -222,6 +281,12 @@ class LeaderboardCallback(Callback):
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         _PROGRESS.update(total=count_jobs(list(config.hydra.overrides.task)), walls=[], seen=0)
+        if config.hydra.runtime.choices.get("hydra/launcher") == "local_gpus":
+            problem = check_gpu_launcher(config.hydra.launcher.n_jobs, config.model.tensor_parallel_size,
+                                         len(node_gpus()))
+            if problem:
+                print(f"{_ERROR_PREFIX}{problem}", file=sys.stderr, flush=True)
+                sys.exit(2)
         if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")):
             from inference.slurm import quiet_accounting
 

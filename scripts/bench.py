@@ -54,7 +54,8 @@ def median_time(fn: Callable[[], Any], repeats: int) -> float:
 # ---------------------------------------------------------------- end to end
 def run_cli(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Run `toolsweep` as a user would (fresh process, no generation cache) and return run.json."""
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")}
+    # the engine sets its CPU-only environment itself (in-process engine core, core binding) on a CPU only
+    env = dict(os.environ)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={run_dir}", "engine.cache=false",
                            *overrides], cwd=REPO, env=env, capture_output=True, text=True)
@@ -285,7 +286,7 @@ def bench_overhead(out: Path) -> dict[str, Any]:
                "dataset.limit=1", "dataset.settings=[p]", "decoding.max_new_tokens=1"]
     start = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-v", *command], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+                          env=dict(os.environ))
     wall = time.perf_counter() - start
     rss_kb = next((int(line.split()[-1]) for line in done.stderr.splitlines() if "Maximum resident" in line), None)
     facts = json.loads((run_dir / "run.json").read_text())

@@ -16,6 +16,20 @@ FAMILYTOOL_SAMPLE = REPO / "datasets" / "familytool_sample"
 TOOLSPECTRUM_SAMPLE = REPO / "datasets" / "toolspectrum_sample"
 
 
+def share_gpu() -> dict[str, str]:
+    """On a GPU node every pytest worker starts engines on the same GPU: each engine gets its part
+    of the free memory and runs eager (conf/engine/vllm.yaml reads these from the environment, so
+    every engine a test starts, a child process's and a judge's included, takes its part)."""
+    from inference.gpu import probe, shared_engine_settings
+
+    settings = shared_engine_settings(probe(), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    os.environ.update(settings)
+    return settings
+
+
+GPU_SHARE = share_gpu()
+
+
 @pytest.fixture(scope="session")
 def petoolbench_file() -> Path:
     """The real PEToolBench test file; tests that need it skip, saying so, where it is absent."""

