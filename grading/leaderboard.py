@@ -17,13 +17,13 @@ from grading.files import read_facts
 
 from grading.html_report import write_sweep_report
 from grading.metrics import report_groups, summarize
-from grading.plots import plot_by_step
+from grading.plots import plot_by_step, plottable
 from grading.repeats import repeat_columns
 from grading.report import markdown_table, write_table
 from grading.scoring import Scorer, metric_columns, scorer_of
 from grading.stats import metric_cis
 from grading.sweep import Job, find_jobs, job_step
-from grading.tables import board_scorers, leaderboard_cells, shown_metrics
+from grading.tables import board_scorers, leaderboard_cells
 
 BASE_SCHEMA: dict[str, pl.DataType] = {
     "job": pl.Int64, "model": pl.String, "model_path": pl.String, "step": pl.Int64,
@@ -134,9 +134,10 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
     md.write_text(format_leaderboard(board) + "\n", encoding="utf-8")
     paths.append(md)
     stepped = board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null())
-    if stepped.height and scorers:
+    metrics = plottable(stepped, scorers)[:3]
+    if metrics:
         where = sweep_dir.resolve()
         title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
-        paths.append(plot_by_step(stepped, shown_metrics(scorers)[:3], sweep_dir / "leaderboard.png", title))
+        paths.append(plot_by_step(stepped, metrics, sweep_dir / "leaderboard.png", title))
     paths.append(write_sweep_report(sweep_dir))
     return paths

@@ -11,6 +11,7 @@ from grading.errors import GradingError
 from grading.files import atomic_write
 from grading.metrics import POOLED
 from grading.scoring import direction_note, get_scorer, primary_reading
+from grading.tables import shown_metrics
 
 _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 # One marker and line style per configuration (variant) of the sweep.
@@ -53,6 +54,15 @@ def primary_rows(board: pl.DataFrame) -> pl.DataFrame:
     readings = {name: primary_reading(get_scorer(name)) for name in names}
     primary = pl.col("scorer").replace_strict(readings, default=None, return_dtype=pl.String)
     return board.filter(pl.col("parser") == primary)
+
+
+def plottable(board: pl.DataFrame, scorers: list[Any]) -> list[Any]:
+    """The metrics to draw against step: the board's shown metrics (headline first, with CIs),
+    then the scorers' others, those that some complete job with a step has a value of under its
+    primary reading. A sweep without a judge has no judge scores: its plot shows what it has."""
+    rows = primary_rows(board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null()))
+    candidates = {m.name: m for m in [*shown_metrics(scorers), *(m for s in scorers for m in s.metrics)]}
+    return [m for m in candidates.values() if m.name in rows.columns and rows[m.name].drop_nulls().len() > 0]
 
 
 def step_figure(board: pl.DataFrame, metrics: list[Any], title: str, what: str = "the plot") -> Any:
@@ -121,9 +131,12 @@ def _draw(ax: Any, points: pl.DataFrame, metric: str, factor: float, offset: flo
     if points.height == 0:
         return
     y = points[metric].to_numpy() * factor
-    low = points[f"{metric}_low"].to_numpy() * factor
-    high = points[f"{metric}_high"].to_numpy() * factor
-    ax.errorbar(points["step"].to_numpy() + offset, y, yerr=[y - low, high - y], color=colour,
+    errors = None
+    if f"{metric}_low" in points.columns:  # a metric without a CI (mean_turns) is drawn bare
+        low = points[f"{metric}_low"].to_numpy() * factor
+        high = points[f"{metric}_high"].to_numpy() * factor
+        errors = [y - low, high - y]
+    ax.errorbar(points["step"].to_numpy() + offset, y, yerr=errors, color=colour,
                 marker=style[0], linestyle=style[1], markersize=5, capsize=3, linewidth=1.2, label=label)
 
 

@@ -27,6 +27,7 @@ from inference.config import register_configs, validate  # noqa: E402
 from inference.errors import ToolsweepError  # noqa: E402
 from inference.models import cache_root  # noqa: E402
 from inference.run import evaluate, prepare_models, run_config  # noqa: E402
+from inference.runinfo import run_dir_lock  # noqa: E402
 from inference.slurm import register as register_slurm_resolvers  # noqa: E402
 from inference.sweep import CHILD_FLAG, gpu_slots, run_child_job  # noqa: E402
 
@@ -87,7 +88,10 @@ def hydra_main(cfg: DictConfig) -> None:
                       gpus_per_job=int(cfg.model.tensor_parallel_size))
         return
     try:
-        run(OmegaConf.to_container(cfg, resolve=True), run_dir)
+        # held before the config is typed and checked (seconds for ETAPP): a second run on a live
+        # run's dir is refused at once
+        with run_dir_lock(run_dir):
+            run(OmegaConf.to_container(cfg, resolve=True), run_dir)
     except ToolsweepError as exc:
         print(f"toolsweep: error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -106,10 +106,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_HELD: set[Path] = set()
+"""Run dirs this process holds: taking one again (the command holds it before any heavy work,
+the run inside holds it too) is a no-op."""
+
+
 @contextmanager
 def run_dir_lock(run_dir: Path) -> Iterator[None]:
     """Hold `run_dir` for this process: a second run on it fails at once; a lock left by a killed
     run (its pid gone, on this host) is taken over. Released when the block ends."""
+    key = run_dir.resolve()
+    if key in _HELD:
+        yield
+        return
     path = run_dir / LOCK_NAME
     mine = {"pid": os.getpid(), "host": platform.node(), "started": time.time()}
     while True:
@@ -121,9 +130,11 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(mine))
         break
+    _HELD.add(key)
     try:
         yield
     finally:
+        _HELD.discard(key)
         path.unlink(missing_ok=True)
 
 

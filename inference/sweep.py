@@ -287,6 +287,11 @@ class LeaderboardCallback(Callback):
             if problem:
                 print(f"{_ERROR_PREFIX}{problem}", file=sys.stderr, flush=True)
                 sys.exit(2)
+        shared = shared_config_error(config)
+        if shared:
+            print(f"{_ERROR_PREFIX}every job of this sweep has this configuration error, so none was started: "
+                  f"{shared}", file=sys.stderr, flush=True)
+            sys.exit(2)
         if "SlurmLauncher" in str(config.hydra.launcher.get("_target_", "")):
             from inference.slurm import quiet_accounting
 
@@ -301,6 +306,58 @@ class LeaderboardCallback(Callback):
         for path in write_leaderboard(sweep_dir):
             print(f"[toolsweep] wrote {path}", flush=True)
         merge_if_sharded(sweep_dir)
+        statuses = pl.read_parquet(sweep_dir / "leaderboard.parquet", columns=["job", "status"]).unique("job")
+        if statuses.height and not (statuses["status"] == "complete").any():
+            # the leaderboard and report of the failures are written; the shell learns of them too
+            print(f"{_ERROR_PREFIX}no job of this sweep completed ({statuses.height} failed; their reasons are in "
+                  f"{sweep_dir / 'leaderboard.md'})", file=sys.stderr, flush=True)
+            sys.exit(1)
+
+
+def sweep_jobs(task_overrides: Sequence[str]) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper makes them from the command line's."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(task_overrides))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def shared_config_error(config: Any) -> str | None:
+    """The configuration error that every job of the sweep would stop with (the same message for
+    each), else None: said once before any job starts, instead of once per job. Jobs are checked
+    in order and the check ends at the first job without an error (one check for a sound sweep)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict
+
+    from inference.config import validate
+    from inference.run import prepare_models, run_config
+
+    try:
+        jobs = sweep_jobs(config.hydra.overrides.task)
+        hydra_app = GlobalHydra.instance().hydra
+    except Exception:  # noqa: BLE001 - a sweep syntax this cannot expand is left to Hydra's own sweeper
+        return None
+    if hydra_app is None:
+        return None
+    messages = set()
+    for job in jobs:
+        try:
+            composed = hydra_app.compose_config(config.hydra.job.config_name, job, run_mode=RunMode.RUN)
+            with open_dict(composed):
+                composed.pop("hydra", None)  # the job's own runtime fields exist only in its process
+            resolved = OmegaConf.to_container(composed, resolve=True)
+            cfg, benchmark = run_config(resolved)
+            prepare_models(cfg, benchmark)
+            validate(cfg, benchmark)
+        except ToolsweepError as exc:
+            messages.add(str(exc))
+        except Exception:  # noqa: BLE001 - anything else is each job's to report
+            return None
+        else:
+            return None
+    return messages.pop() if len(messages) == 1 else None
 
 
 def merge_if_sharded(sweep_dir: Path) -> None:

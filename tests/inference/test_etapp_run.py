@@ -216,7 +216,9 @@ def test_a_corrupt_trajectory_file_is_a_clear_error(tmp_path, etapp_data):
 
 
 def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_path, etapp_data):
-    """Sweeps, leaderboard and compare work for ETAPP as for the other benchmarks."""
+    """Sweeps, leaderboard and compare work for ETAPP as for the other benchmarks. With the judge
+    off its headline scores have no value: the sweep of a checkpoint still plots what it has
+    (not "nothing to plot"), writes report.html, and `toolsweep-grade` on it succeeds."""
     sid = "tool_given/fc/John_Doe-1"
     scripts = []
     for name, turns in (("quick", [{"sample_id": sid, "turn": 1, "answer": "Sunny."}]),
@@ -229,8 +231,15 @@ def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_pa
     sweep = tmp_path / "sweep"
     done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
                            f"dataset.path={etapp_data}", *one_case("John_Doe", 1), "engine=script",
+                           f"model.path={tmp_path / 'run' / 'checkpoint-300'}",
                            f"engine.script={','.join(scripts)}"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "nothing to plot" not in done.stdout + done.stderr
+    assert (sweep / "leaderboard.png").is_file() and (sweep / "report.html").is_file()
+    assert "valid_call_rate" in (sweep / "report.html").read_text(), "the plot shows a metric the sweep has"
+    regraded = subprocess.run([sys.executable, "-m", "inference.regrade", str(sweep)], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+    assert regraded.returncode == 0, regraded.stderr[-2000:]
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(pl.col("setting") == "tool_given/fc")
     assert board["status"].to_list() == ["complete", "complete"]
     assert board["mean_turns"].to_list() == [1.0, 2.0]

@@ -36,6 +36,10 @@ def test_a_second_run_on_a_live_run_dir_exits_2_and_a_stale_lock_is_taken_over(t
         assert second.returncode == 2, second.stderr
         assert f"run dir {run_dir} is in use by toolsweep pid {first.pid} on this machine" in second.stderr
         assert "Traceback" not in second.stderr
+        # held before the config is typed and checked (seconds for ETAPP): a config with an error
+        # is still refused for the lock, which comes first
+        early = run_toolsweep(run_dir, [*args, "dataset.limit=-1"], timeout=120)
+        assert early.returncode == 2 and "is in use by toolsweep pid" in early.stderr, early.stderr
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()

@@ -90,6 +90,27 @@ def test_three_job_sweep_one_failed(tmp_path, tiny_model, scratch_env):
     assert outputs[0] == outputs[1]
 
 
+def test_a_configuration_error_every_job_shares_is_said_once_before_any_job_starts(tmp_path):
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, ["+sweep.race=true", "engine=replay", "engine.predictions=a.jsonl,b.jsonl"], timeout=300)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.count("sweep is not an option here") == 1, done.stderr
+    assert "toolsweep: error: every job of this sweep has this configuration error, so none was started" in done.stderr
+    assert not sweep.exists(), "no job started"
+
+
+def test_a_sweep_whose_jobs_all_fail_exits_non_zero_after_writing_its_board(tmp_path):
+    """Each job's own error (a different missing file each): the jobs run and fail, the board and report
+    of the failures are written, and the sweep exits 1 saying no job completed."""
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, ["engine=replay", f"engine.predictions={tmp_path}/a.jsonl,{tmp_path}/b.jsonl",
+                             "dataset.settings=[p]"], timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"toolsweep: error: no job of this sweep completed (2 failed; their reasons are in {sweep}" in done.stderr
+    assert (sweep / "leaderboard.md").is_file() and (sweep / "report.html").is_file()
+    assert [json.loads((sweep / str(k) / "job.json").read_text())["status"] for k in (0, 1)] == ["failed", "failed"]
+
+
 def test_slurm_launcher_config_runs_through_submitit_local(tmp_path):
     """The SLURM launcher's settings, run by submitit's local executor, on two replay jobs."""
     gold = gold_outputs(load_petoolbench(SAMPLE, ["p"]))
