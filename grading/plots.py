@@ -75,7 +75,7 @@ def step_figure(board: pl.DataFrame, metrics: list[Any], title: str, what: str =
         raise GradingError(f"nothing to plot in {what}: no complete job has a step and a value of {first} under "
                            "its scorer's primary reading; name model folders like checkpoint-500 to plot against step")
     reading = ", ".join(rows["parser"].unique(maintain_order=True).to_list())
-    rows = rows.with_columns(pl.col("overrides").map_elements(_variant, return_dtype=pl.String)
+    rows = rows.with_columns(pl.col("overrides").map_elements(variant_of, return_dtype=pl.String)
                              .alias("_variant")).sort("step")
     settings = ordered_settings(rows)
     # Up to three panels side by side; more (p, r, c and all) wrap into two columns.
@@ -164,7 +164,7 @@ def _dodge(rows: pl.DataFrame) -> float:
     return 0.015 * span if span else 0.05
 
 
-def _variant(overrides: str | None) -> str:
+def variant_of(overrides: str | None) -> str:
     kept = [o for o in (overrides or "").split(" ")
             if o and o.partition("=")[0].lstrip("+~") not in _CHECKPOINT_KEYS]
     return " ".join(kept)

@@ -63,7 +63,7 @@ def find_jobs(sweep_dir: Path) -> list[Job]:
 def read_job(number: int, path: Path) -> Job:
     """A job as its job.json reports it, checked against the files actually present."""
     info, problem = _read_json(path / "job.json")
-    overrides = tuple(info.get("overrides") or _hydra_overrides(path))
+    overrides = tuple(info.get("overrides") or hydra_overrides(path))
     model_path = info.get("model_path") or override_value(overrides, "model.path")
     status, reason = _outcome(info, problem, path)
     return Job(number, path, status, reason, overrides, model_path)
@@ -95,7 +95,7 @@ def _read_json(path: Path) -> tuple[dict[str, Any], str | None]:
     return data, None
 
 
-def _hydra_overrides(job_dir: Path) -> list[str]:
+def hydra_overrides(job_dir: Path) -> list[str]:
     # Hydra writes the job's overrides before it runs, so they are there even if it was killed.
     path = job_dir / ".hydra" / "overrides.yaml"
     if not path.is_file():

@@ -335,7 +335,8 @@ def shared_config_error(config: Any) -> str | None:
     from inference.run import prepare_models, run_config
 
     try:
-        jobs = sweep_jobs(config.hydra.overrides.task)
+        # unresolved: an override's own interpolation (engine.predictions=${model.path}/x) is the job's
+        jobs = sweep_jobs(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
         hydra_app = GlobalHydra.instance().hydra
     except Exception:  # noqa: BLE001 - a sweep syntax this cannot expand is left to Hydra's own sweeper
         return None
