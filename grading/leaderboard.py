@@ -18,6 +18,7 @@ from grading.files import read_facts
 from grading.html_report import write_sweep_report
 from grading.metrics import report_groups, summarize
 from grading.plots import plot_by_step, plottable
+from grading.race import race_outcomes
 from grading.repeats import repeat_columns
 from grading.report import markdown_table, write_table
 from grading.scoring import Scorer, metric_columns, scorer_of
@@ -55,7 +56,21 @@ def build_leaderboard(sweep_dir: Path) -> pl.DataFrame:
         if scorer is not None:
             scorers[scorer.name] = scorer
     schema = leaderboard_schema(list(scorers.values()))
-    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
+    board = pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
+    return with_race(board, race_outcomes(Path(sweep_dir)))
+
+
+def with_race(board: pl.DataFrame, stopped: dict[int, str]) -> pl.DataFrame:
+    """A racing sweep's stopped jobs: status `stopped`, the reason (round, records, the lead that
+    stopped it); their metrics are on the samples they have (partial)."""
+    if not stopped:
+        return board
+    job = pl.col("job")
+    return board.with_columns(
+        pl.when(job.is_in(list(stopped)) & (pl.col("status") == "complete")).then(pl.lit("stopped"))
+        .otherwise(pl.col("status")).alias("status"),
+        pl.when(job.is_in(list(stopped))).then(job.replace_strict(stopped, default=None, return_dtype=pl.String))
+        .otherwise(pl.col("reason")).alias("reason"))
 
 
 def job_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer | None]:

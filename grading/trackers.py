@@ -27,11 +27,36 @@ import os
 import shutil
 import sys
 import time
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from grading.errors import GradingError
-from grading.export import Series, slug
+
+@dataclass
+class Point:
+    step: int
+    values: dict[str, float]
+    """`setting/reading/metric` (and `..._low`, `..._high` for its 95% CI) -> value."""
+
+
+@dataclass
+class Series:
+    """One tracker run: the jobs of one configuration, a point per checkpoint, in step order."""
+
+    name: str
+    variant: str
+    points: list[Point]
+    params: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def slug(name: str) -> str:
+    """A name safe as a folder or run id."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "toolsweep"
+
 
 PREFIX = "toolsweep/"
 STEP_METRIC = "checkpoint_step"

@@ -90,12 +90,18 @@ class DatasetConfig:
     shard: Optional[int] = None
     """Which part (0..shards-1) this run takes: a stable choice by a hash of the sample id (the
     benchmark's shard key). None: all of them."""
+    subsample: Optional[int] = None
+    """Keep this many records, the first of one seeded order stratified by setting (a case's
+    records together, by the benchmark's shard key), so a smaller subsample lies inside a larger
+    one: a racing sweep's rounds (hydra/sweeper=race). None: all."""
 
     def problems(self) -> list[str]:
         """Every invalid value of the benchmark's own options (its subclass adds its checks)."""
         return []
 
     def shard_problems(self) -> list[str]:
+        if self.subsample is not None and self.subsample < 1:
+            return [f"dataset.subsample must be an integer >= 1 or null, got {self.subsample}"]
         if self.shards < 1:
             return [f"dataset.shards must be an integer >= 1, got {self.shards}"]
         if self.shard is not None and not 0 <= self.shard < self.shards:

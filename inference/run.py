@@ -32,7 +32,7 @@ from inference.errors import ConfigError, DatasetError, ToolsweepError
 from inference.generation import MODEL_ROLE, Generator, Role
 from inference.models import is_embedded_path, prepare_embedded_model
 from inference.repeats import repeat_samples
-from inference.shards import shard_of
+from inference.shards import shard_of, subsample
 from inference.runinfo import Timer
 from inference.solvers import SolveContext, get_solver
 
@@ -68,7 +68,7 @@ def load_samples(cfg: ToolsweepConfig, benchmark: Any) -> pl.DataFrame:
     """The benchmark's sample table for the configured settings and limit, selected by its
     options, this run's shard of it (inference.shards), each record repeated
     `decoding.samples` times (inference.repeats)."""
-    records = shard_of(load_records(cfg, benchmark), benchmark, cfg.dataset)
+    records = subsample(shard_of(load_records(cfg, benchmark), benchmark, cfg.dataset), benchmark, cfg.dataset)
     return repeat_samples(records, cfg.decoding.samples)
 
 
@@ -146,7 +146,8 @@ def _gather(facts: dict[str, Any], name: str, role: str, step: dict[str, Any]) -
 def _context(cfg: ToolsweepConfig, benchmark: Any, run_dir: Path, timer: Timer) -> SolveContext:
     def generator(role: str) -> Generator:
         return Generator(Role.of(cfg, role), run_dir, timer, needs_tokenizer=_needs_tokenizer(cfg, benchmark, role),
-                         partial=cfg.dataset.shard is not None)
+                         # a shard or a subsample: stored answers may cover samples outside it
+                         partial=cfg.dataset.shard is not None or cfg.dataset.subsample is not None)
 
     return SolveContext(cfg, benchmark, run_dir, timer, generator)
 

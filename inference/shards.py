@@ -31,3 +31,20 @@ def shard_of(records: pl.DataFrame, benchmark: Any, options: Any) -> pl.DataFram
     keys = benchmark.shard_key(records, options) if benchmark.shard_key else records["sample_id"]
     parts = pl.Series([shard_number(str(k), options.shards) for k in keys.to_list()], dtype=pl.Int64)
     return records.filter(parts == options.shard)
+
+
+def subsample(records: pl.DataFrame, benchmark: Any, options: Any, seed: int = 0) -> pl.DataFrame:
+    """The first `dataset.subsample` records of one order: within each setting, units (the shard
+    key, else the sample id) by SHA-256 of the seed and the unit; settings interleaved by each
+    record's rank / its setting's size, so every prefix holds the settings in proportion. A prefix
+    of the order is inside every longer one (nested subsets), on every machine."""
+    if options.subsample is None or options.subsample >= records.height:
+        return records
+    keys = benchmark.shard_key(records, options) if benchmark.shard_key else records["sample_id"]
+    ranked = records.with_columns(
+        pl.Series("_unit", [hashlib.sha256(f"{seed}:{k}".encode("utf-8")).hexdigest() for k in keys.to_list()]),
+        pl.int_range(pl.len()).alias("_row"))
+    ranked = ranked.with_columns(
+        (pl.col("_unit").rank("dense").over("setting") / pl.col("_unit").n_unique().over("setting")).alias("_place"))
+    keep = ranked.sort("_place", "setting", "_unit", "_row").head(options.subsample)["_row"]
+    return records.filter(pl.int_range(pl.len()).is_in(keep.implode()))

@@ -1,0 +1,191 @@
+"""`hydra/sweeper=race`: a racing sweep. Every job (checkpoint) is scored on growing nested
+subsets of the benchmark's samples (`dataset.subsample`, one seeded order stratified by setting);
+after each round, jobs worse than the round's leader with confidence are stopped (grading/race.py
+says how, and how the error rate is controlled); the survivors of the last round are scored on
+every sample. Rounds run through whichever launcher is configured (local, local_gpus, slurm).
+
+Each job keeps its own dir across rounds (`hydra.sweep.subdir` = its number), so round r's run
+resumes from what round r-1 stored (nothing is generated twice), and `race.json` in the sweep dir
+records every round as it ends: a killed race rerun into its dir replays the recorded rounds
+without launching them and continues with the first unfinished one.
+"""
+
+# No `from __future__ import annotations`: Hydra imports plugin modules without registering them
+# in sys.modules, where a dataclass's string annotations cannot be resolved.
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+import numpy as np
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+RACE_FILE = "race.json"
+
+
+@dataclass
+class RaceSweeperConf:
+    _target_: str = "hydra_plugins.toolsweep_race.race_sweeper.RaceSweeper"
+    alpha: float = 0.05
+    """Family-wise error: the chance of stopping any job no worse than delta below the best."""
+    delta: float = 0.0
+    """Stop only jobs worse than the leader by more than this (in the metric's units: 0.01 = 1 point)."""
+    first: int = 100
+    """Records in the first round; each next round `growth` times more, the last one all of them."""
+    growth: float = 2.0
+    keep: List[str] = field(default_factory=list)
+    """Jobs never stopped: job numbers, or text found in a job's overrides (a checkpoint's name)."""
+    metric: Optional[str] = None
+    """The metric raced on (per-sample, with a direction); None: the scorer's headline metric."""
+    seed: int = 0
+    """The sample order's seed (dataset.subsample's)."""
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="race", node=RaceSweeperConf, provider="toolsweep")
+
+
+class RaceSweeper(Sweeper):
+    def __init__(self, alpha: float, delta: float, first: int, growth: float, keep: Sequence[str],
+                 metric: Optional[str], seed: int) -> None:
+        self.settings = {"alpha": float(alpha), "delta": float(delta), "first": int(first), "growth": float(growth),
+                         "keep": [str(k) for k in keep], "metric": metric, "seed": int(seed)}
+        self.config: Optional[DictConfig] = None
+        self.launcher: Any = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context = config, hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context,
+                                                                task_function=task_function, config=config)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from grading.race import round_sizes
+
+        assert self.config is not None
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        jobs = expand(arguments)
+        sizes = round_sizes(self._records(jobs[0]), self.settings["first"], self.settings["growth"])
+        record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [" ".join(j) for j in jobs],
+                                        "sizes": sizes, "rounds": []})
+        keep = kept_jobs(jobs, self.settings["keep"])
+        alive = list(range(len(jobs)))
+        returns, launched = [], 0
+        for number, size in enumerate(sizes, start=1):
+            if number <= len(record["rounds"]):  # recorded before a kill: its decisions stand
+                alive = [k for k in alive if str(k) not in _out(record["rounds"][number - 1])]
+                continue
+            if not alive:
+                break
+            batch = [[*jobs[k], f"++dataset.subsample={size}", f"hydra.sweep.subdir={k}"] for k in alive]
+            self.validate_batch_is_legal(batch)
+            returns.append(self.launcher.launch(batch, initial_job_idx=launched))
+            launched += len(batch)
+            outcome = self._decide(sweep_dir, number, size, len(sizes), alive, keep)
+            record["rounds"].append(outcome)
+            _write(sweep_dir, record)
+            _say(outcome, len(sizes))
+            alive = [k for k in alive if str(k) not in _out(outcome)]
+        return returns
+
+    def _records(self, job: List[str]) -> int:
+        """How many records the benchmark's samples are for the first job's config (the race's
+        whole set), read as the run reads them."""
+        from inference.run import load_records, run_config
+        from inference.shards import shard_of
+
+        assert self.hydra_context is not None and self.config is not None
+        composed = self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
+        with open_dict(composed):
+            composed.pop("hydra", None)
+        cfg, benchmark = run_config(OmegaConf.to_container(composed, resolve=True))
+        return shard_of(load_records(cfg, benchmark), benchmark, cfg.dataset).height
+
+    def _decide(self, sweep_dir: Path, number: int, size: int, rounds: int, alive: List[int],
+                keep: Set[int]) -> Dict[str, Any]:
+        from grading.race import decide_round, job_scores
+
+        failed, scores, metric = {}, {}, None
+        for k in alive:
+            status = _job_status(sweep_dir / str(k))
+            if status is not None:
+                failed[str(k)] = status
+                continue
+            values, metric, _ = job_scores(sweep_dir / str(k), self.settings["metric"])
+            scores[str(k)] = values
+        ids = sorted(set.intersection(*(set(v) for v in scores.values()))) if scores else []
+        arrays = {k: np.array([v[i] for i in ids], dtype=np.float64) for k, v in scores.items()}
+        outcome: dict[str, Any] = {"round": number, "size": size, "failed": failed}
+        if not arrays:
+            return {**outcome, "leader": None, "alpha": None, "metric": None, "decisions": []}
+        decided = decide_round(number, size, arrays, bool(metric.higher_is_better), self.settings["alpha"], rounds,
+                               keep=[str(k) for k in keep], delta=self.settings["delta"], seed=self.settings["seed"])
+        return {**outcome, "leader": decided.leader, "alpha": decided.alpha, "metric": metric.name, "n": len(ids),
+                "decisions": [asdict(d) for d in decided.decisions]}
+
+
+def expand(arguments: List[str]) -> List[List[str]]:
+    """Each job's overrides, as Hydra's basic sweeper makes them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    parsed = OverridesParser.create().parse_overrides(arguments)
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def kept_jobs(jobs: List[List[str]], keep: Sequence[str]) -> set[int]:
+    """The jobs `keep` names: by number, or by text in one of their overrides' values."""
+    found = set()
+    for name in keep:
+        for k, job in enumerate(jobs):
+            if name == str(k) or any(name in override.partition("=")[2] for override in job):
+                found.add(k)
+    return found
+
+
+def _job_status(job_dir: Path) -> Optional[str]:
+    """None for a job whose run completed, else why it did not."""
+    try:
+        job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "no job.json: the job did not run"
+    return None if job.get("status") == "complete" else str(job.get("reason") or "failed")
+
+
+def _out(outcome: dict[str, Any]) -> set[str]:
+    """The jobs a round ended: stopped or failed."""
+    return {d["job"] for d in outcome.get("decisions", []) if d["stopped"]} | set(outcome.get("failed", {}))
+
+
+def _resumable(sweep_dir: Path, fresh: dict[str, Any]) -> dict[str, Any]:
+    """race.json of an earlier, killed run of this same race (its rounds kept), else `fresh`."""
+    try:
+        earlier = json.loads((sweep_dir / RACE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return fresh
+    same = all(earlier.get(key) == fresh[key] for key in ("settings", "jobs", "sizes"))
+    return {**fresh, "rounds": earlier.get("rounds", [])} if same else fresh
+
+
+def _write(sweep_dir: Path, record: dict[str, Any]) -> None:
+    tmp = sweep_dir / f".{RACE_FILE}.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, sweep_dir / RACE_FILE)
+
+
+def _say(outcome: dict[str, Any], rounds: int) -> None:
+    stopped = [d for d in outcome.get("decisions", []) if d["stopped"]]
+    line = (f"[toolsweep] race round {outcome['round']}/{rounds}: {outcome['size']} records, leader job "
+            f"{outcome['leader']}")
+    if stopped:
+        line += "; stopped " + ", ".join(f"job {d['job']} (behind by {d['diff']:.3f}, p={d['p']:.2g})" for d in stopped)
+    if outcome.get("failed"):
+        line += "; failed " + ", ".join(outcome["failed"])
+    print(line, file=sys.stdout, flush=True)

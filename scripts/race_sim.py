@@ -1,0 +1,128 @@
+"""Racing, simulated (no model): how often a race picks the best checkpoint, how often it stops the
+true best, and what it spends against a full sweep. `make bench` runs it (section `race`);
+`python scripts/race_sim.py --races 500` alone writes docs/race-simulation.json and .png.
+
+Per-sample correctness of checkpoint k on sample i is 1[a_k + z_i + e_ki > 0]: z_i the sample's
+ease (shared by all checkpoints: a hard sample is hard for all), e_ki an AR(1) noise across
+checkpoints (neighbours make correlated mistakes, rho 0.8), both N(0, 1), so checkpoint k's true
+accuracy is Phi(a_k / sqrt(2)). Three training curves of 20 checkpoints over 3000 samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from grading.race import DEFAULT_ALPHA, decide_round, round_sizes  # noqa: E402
+
+CHECKPOINTS, SAMPLES, RHO = 20, 3000, 0.8
+
+
+def curves() -> dict[str, np.ndarray]:
+    """True accuracies of the 20 checkpoints for each shape."""
+    k = np.arange(CHECKPOINTS)
+    rise = 0.30 + 0.32 * (1 - np.exp(-k / 2.5))
+    plateau = rise + np.where(k >= 8, np.array([0, .003, -.002, .004, .001, -.003, .002, 0, .004, .001,
+                                                 -.001, .003, .002, -.002, .0, .001, .003, .002, -.001, .004])[k], 0)
+    late = np.minimum(rise, 0.60)
+    late[-1] = 0.61
+    peak = np.where(k <= 8, 0.30 + 0.34 * k / 8, 0.64 - 0.003 * (k - 8))
+    return {"plateau": plateau, "late_best": late, "peak_decline": peak}
+
+
+def correctness(accuracy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A checkpoints x samples 0/1 matrix with the curve's accuracies and neighbour correlation."""
+    inv = statistics.NormalDist().inv_cdf
+    a = np.array([inv(p) for p in accuracy]) * np.sqrt(2)
+    ease = rng.standard_normal(SAMPLES)
+    noise = np.empty((len(accuracy), SAMPLES))
+    noise[0] = rng.standard_normal(SAMPLES)
+    for k in range(1, len(accuracy)):
+        noise[k] = RHO * noise[k - 1] + np.sqrt(1 - RHO**2) * rng.standard_normal(SAMPLES)
+    return (a[:, None] + ease[None, :] + noise > 0).astype(np.float64)
+
+
+def race(grades: np.ndarray, alpha: float, first: int, growth: float, keep: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One race over a checkpoints x samples matrix (sample order already random)."""
+    sizes = round_sizes(grades.shape[1], first, growth)
+    alive = [str(k) for k in range(grades.shape[0])]
+    spent, previous, stopped_at = 0, 0, {}
+    for number, size in enumerate(sizes, start=1):
+        spent += len(alive) * (size - previous)  # the cache: each round generates only its new samples
+        previous = size
+        result = decide_round(number, size, {job: grades[int(job), :size] for job in alive}, True, alpha,
+                              len(sizes), keep)
+        for decision in result.decisions:
+            if decision.stopped:
+                stopped_at[decision.job] = number
+        alive = [job for job in alive if job not in stopped_at]
+    final = {job: grades[int(job)].mean() for job in alive}
+    return {"pick": int(max(final, key=lambda job: (final[job], -int(job)))), "stopped": stopped_at,
+            "spent": spent / grades.size, "rounds": len(sizes)}
+
+
+def simulate(races: int = 500, alpha: float = DEFAULT_ALPHA, first: int = 100, growth: float = 2.0,
+             seed: int = 0) -> dict[str, Any]:
+    """Every curve's figures over `races` races with these settings."""
+    results = {}
+    for shape, accuracy in curves().items():
+        rng = np.random.default_rng(seed)
+        best = int(np.argmax(accuracy))
+        near = lambda k: accuracy[best] - accuracy[k] <= 0.01 + 1e-12  # noqa: E731 - within one point
+        picks_near, full_near, best_stopped, spent = 0, 0, 0, []
+        for _ in range(races):
+            grades = correctness(accuracy, rng)
+            outcome = race(grades, alpha, first, growth)
+            picks_near += near(outcome["pick"])
+            full_near += near(int(np.argmax(grades.mean(axis=1))))
+            best_stopped += str(best) in outcome["stopped"]
+            spent.append(outcome["spent"])
+        results[shape] = {"pick_within_1pt": picks_near / races, "full_sweep_within_1pt": full_near / races,
+                          "true_best_stopped": best_stopped / races, "median_spent": float(np.median(spent)),
+                          "best": best, "races": races}
+    return {"settings": {"alpha": alpha, "first": first, "growth": growth, "checkpoints": CHECKPOINTS,
+                         "samples": SAMPLES, "rho": RHO}, "curves": results}
+
+
+def plot(figures: list[dict[str, Any]], path: Path) -> None:
+    from grading.plots import new_figure
+
+    fig = new_figure(11, 3.6)
+    axes = fig.subplots(1, 3)
+    for ax, (shape, accuracy) in zip(axes, curves().items()):
+        ax.plot(range(CHECKPOINTS), accuracy * 100, marker="o")
+        ax.set_title(shape)
+        ax.set_xlabel("checkpoint")
+        ax.set_ylabel("true accuracy (%)")
+        default = figures[0]["curves"][shape]
+        ax.text(0.02, 0.02, f"within 1 pt: {default['pick_within_1pt']:.0%} (full {default['full_sweep_within_1pt']:.0%})"
+                f"\nbest stopped: {default['true_best_stopped']:.1%}\nspent: {default['median_spent']:.0%}",
+                transform=ax.transAxes, fontsize=8)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--races", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs")
+    args = parser.parse_args(argv)
+    variants = [dict(), dict(first=50), dict(first=200), dict(growth=1.5), dict(alpha=0.1)]
+    figures = [simulate(args.races, **variant) for variant in variants]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "race-simulation.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    plot(figures, args.out / "race-simulation.png")
+    for figure in figures:
+        print(json.dumps(figure["settings"]))
+        for shape, values in figure["curves"].items():
+            print(f"  {shape}: {json.dumps(values)}")
+
+
+if __name__ == "__main__":
+    main()
