@@ -25,7 +25,7 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp"
+ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race"
 ETAPP_SLICE = {"users": "James_Harrington,John_Doe", "instructions": "1,7,8"}
 CACHE_SIZES = (10_000, 100_000, 1_000_000)
 # rows per Parquet part: big parts build a 1M cache in seconds (and are the old store's best case);
@@ -278,6 +278,14 @@ def bench_prompts(data: Path, repeats: int) -> dict[str, Any]:
     return {"samples": rows, "wall_median": figure(median_time(pipeline, repeats), "s", repeats=repeats)}
 
 
+# ---------------------------------------------------------------- racing sweeps (simulated, no model)
+def bench_race(races: int = 500) -> dict[str, Any]:
+    """Racing's pick, stops and spend on simulated training curves (scripts/race_sim.py), default settings."""
+    from race_sim import simulate
+
+    return simulate(races)
+
+
 # ---------------------------------------------------------------- job overhead
 def bench_overhead(out: Path) -> dict[str, Any]:
     """Command start to first generated token, and peak memory, for one sample of the demo set."""
@@ -425,7 +433,8 @@ def main(argv: list[str] | None = None) -> None:
                 "grammar": lambda: bench_grammar(args.data, args.schemas),
                 "dtype": lambda: bench_dtype(args.out), "cache": lambda: bench_cache(args.out),
                 "etapp": lambda: bench_etapp(args.etapp, args.out, args.etapp_users, args.etapp_instructions,
-                                             args.etapp_max_turns)}
+                                             args.etapp_max_turns),
+                "race": bench_race}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}

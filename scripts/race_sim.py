@@ -26,15 +26,18 @@ CHECKPOINTS, SAMPLES, RHO = 20, 3000, 0.8
 
 
 def curves() -> dict[str, np.ndarray]:
-    """True accuracies of the 20 checkpoints for each shape."""
+    """True accuracies of the 20 checkpoints for each shape: a rise to a plateau of near-ties (8
+    checkpoints within 0.6 point; `plateau_wide`: 10), a late best one point above the rest, a
+    peak then a slow decline."""
     k = np.arange(CHECKPOINTS)
-    rise = 0.30 + 0.32 * (1 - np.exp(-k / 2.5))
-    plateau = rise + np.where(k >= 8, np.array([0, .003, -.002, .004, .001, -.003, .002, 0, .004, .001,
-                                                 -.001, .003, .002, -.002, .0, .001, .003, .002, -.001, .004])[k], 0)
-    late = np.minimum(rise, 0.60)
+    jitter = np.array([0, .003, -.002, .004, .001, -.003, .002, 0, .004, .001,
+                       -.001, .003, .002, -.002, .0, .001, .003, .002, -.001, .004])
+    plateau = np.where(k < 12, 0.30 + 0.32 * k / 12, 0.62 + jitter)
+    wide = np.where(k < 10, 0.30 + 0.32 * k / 10, 0.62 + jitter)
+    late = np.minimum(0.30 + 0.30 * k / 10, 0.60)
     late[-1] = 0.61
     peak = np.where(k <= 8, 0.30 + 0.34 * k / 8, 0.64 - 0.003 * (k - 8))
-    return {"plateau": plateau, "late_best": late, "peak_decline": peak}
+    return {"plateau": plateau, "plateau_wide": wide, "late_best": late, "peak_decline": peak}
 
 
 def correctness(accuracy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -94,8 +97,8 @@ def simulate(races: int = 500, alpha: float = DEFAULT_ALPHA, first: int = 100, g
 def plot(figures: list[dict[str, Any]], path: Path) -> None:
     from grading.plots import new_figure
 
-    fig = new_figure(11, 3.6)
-    axes = fig.subplots(1, 3)
+    fig = new_figure(14, 3.6)
+    axes = fig.subplots(1, 4)
     for ax, (shape, accuracy) in zip(axes, curves().items()):
         ax.plot(range(CHECKPOINTS), accuracy * 100, marker="o")
         ax.set_title(shape)
