@@ -135,8 +135,12 @@ def wandb_history(path: Path) -> list[dict]:
 
 def test_wandb_offline(sweep, tmp_path):
     want = expected(sweep)
-    for _ in range(2):
-        lines = list(export(export_series(sweep), "wandb", sweep, destination=tmp_path / "wb", project="evals"))
+    for _ in range(2):  # as a user runs it: a process per export
+        done = subprocess.run([sys.executable, "-m", "grading.export", str(sweep), "--to", "wandb", "--dir",
+                               str(tmp_path / "wb"), "--project", "evals"], cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
     runs = list((tmp_path / "wb" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, "the second export replaced the first offline run"
     history = wandb_history(next(runs[0].glob("run-*.wandb")))

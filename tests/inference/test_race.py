@@ -55,14 +55,14 @@ def test_a_round_stops_only_the_clearly_worse_and_never_a_kept_job():
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory, petoolbench_file) -> dict[int, Path]:
-    """Replay files standing for 4 checkpoints: step -> folder whose preds.jsonl answers the first
+    """Replay files standing for 3 checkpoints: step -> folder whose preds.jsonl answers the first
     share of a seeded order right (the gold answer) and the rest with another record's gold."""
     root = tmp_path_factory.mktemp("race")
     gold = gold_outputs(load_petoolbench(petoolbench_file, ["p"]))
     wrong = gold.with_columns(pl.col("output").shift(1, fill_value=gold["output"][-1]))
     order = np.random.default_rng(7).permutation(gold.height)
     folders = {}
-    for step, share in ((100, 0.35), (200, 0.55), (300, 0.72), (400, 0.66)):
+    for step, share in ((100, 0.45), (300, 0.72), (400, 0.64)):
         right = np.zeros(gold.height, dtype=bool)
         right[order[:int(share * gold.height)]] = True
         answers = pl.concat([gold.filter(pl.Series(right)), wrong.filter(pl.Series(~right))])
@@ -72,7 +72,7 @@ def checkpoints(tmp_path_factory, petoolbench_file) -> dict[int, Path]:
 
 def _race(sweep: Path, folders: dict[int, Path], dataset: Path) -> list[str]:
     return [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "hydra/sweeper=race",
-            "hydra.sweeper.first=250", "engine=replay", "engine.predictions=${model.path}/preds.jsonl",
+            "hydra.sweeper.first=250", "hydra.sweeper.growth=4", "engine=replay", "engine.predictions=${model.path}/preds.jsonl",
             f"dataset.path={dataset}", "dataset.settings=[p]", f"model.path={','.join(map(str, folders.values()))}"]
 
 
@@ -92,34 +92,34 @@ def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tm
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     round_one = json.loads((sweep / "race.json").read_text())["rounds"][0]
-    logs = {k: (sweep / str(k) / "job.log").stat().st_mtime_ns for k in range(4)}
+    logs = {k: (sweep / str(k) / "job.log").stat().st_mtime_ns for k in range(3)}
     done = subprocess.run(_race(sweep, checkpoints, petoolbench_file), cwd=REPO, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     race = json.loads((sweep / "race.json").read_text())
-    assert race["sizes"] == [250, 500, 1000] and race["rounds"][0] == round_one, "round 1 kept as recorded"
+    assert race["sizes"] == [250, 1000] and race["rounds"][0] == round_one, "round 1 kept as recorded"
     stopped_first = [d["job"] for d in round_one["decisions"] if d["stopped"]]
     assert stopped_first and all((sweep / j / "job.log").stat().st_mtime_ns == logs[int(j)] for j in stopped_first), \
         "a job stopped in round 1 never ran again"
     # every round's decisions, recomputed here from the jobs' own graded samples on that round's records
     records = load_petoolbench(petoolbench_file, ["p"])
-    alive = ["0", "1", "2", "3"]
+    alive = ["0", "1", "2"]
     for outcome in race["rounds"]:
         ids = subsample(records, BENCHMARK, SimpleNamespace(subsample=outcome["size"]))["sample_id"].to_list()
         scores = {job: job_scores(sweep / job)[0] for job in alive}
         arrays = {job: np.array([scores[job][i] for i in ids]) for job in alive}
-        again = decide_round(outcome["round"], outcome["size"], arrays, True, 0.05, 3)
+        again = decide_round(outcome["round"], outcome["size"], arrays, True, 0.05, 2)
         assert again.leader == outcome["leader"]
         assert [(d.job, d.stopped) for d in again.decisions] == [(d["job"], d["stopped"]) for d in outcome["decisions"]]
         alive = [j for j in alive if j not in {d.job for d in again.decisions if d.stopped}]
-    assert "2" in alive and race["rounds"][-1]["leader"] == "2", "checkpoint-300 (72%) is picked"
+    assert "1" in alive and race["rounds"][-1]["leader"] == "1", "checkpoint-300 (72%) is picked"
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
     stopped = board.filter(status="stopped")
     assert set(stopped["job"].to_list()) == {int(j) for o in race["rounds"] for j in
                                              [d["job"] for d in o["decisions"] if d["stopped"]]}
     assert stopped["reason"].str.contains("stopped at round").all() and (stopped["n"] < 1000).all()
-    assert board.filter(job=2)["n"].to_list() == [1000] and board.filter(job=2)["status"].to_list() == ["complete"]
+    assert board.filter(job=1)["n"].to_list() == [1000] and board.filter(job=1)["status"].to_list() == ["complete"]
     spent = sum(len(o["decisions"]) * (o["size"] - (race["sizes"][i - 1] if i else 0))
-                for i, o in enumerate(race["rounds"])) / (4 * 1000)
+                for i, o in enumerate(race["rounds"])) / (3 * 1000)
     print(f"race spent {spent:.0%} of a full sweep's generations")
     assert spent < 1.0

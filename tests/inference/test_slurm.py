@@ -95,8 +95,11 @@ def test_a_gpu_cluster_is_asked_for_tensor_parallel_gpus_per_task(tmp_path):
     try:
         cluster.start()
         sweep = tmp_path / "sweep"
+        # two folders that are not models: each job refuses its own (one error every job shared
+        # would be said before submitting anything)
         toolsweep(cluster, ["-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=slurm", "model=local",
-                            f"model.path={tmp_path / 'no-model'}", "model.tensor_parallel_size=2"], timeout=180)
+                            f"model.path={tmp_path / 'no-model'},{tmp_path / 'no-model-2'}",
+                            "model.tensor_parallel_size=2"], timeout=180)
         assert "#SBATCH --gpus-per-node=2" in sbatch_lines(sweep)
         job = json.loads((sweep / "0" / "job.json").read_text())
         assert job["status"] == "failed" and "no-model" in job["reason"]  # it ran, and refused the folder
@@ -227,13 +230,15 @@ def test_requests_follow_the_engine_and_the_partition(monkeypatch):
 
 
 def test_a_sharded_sweep_with_an_unfinished_part_is_not_merged_and_says_how_to_finish(tmp_path):
-    """Parts that fail (here every part, refusing dataset.limit=0) leave no merged run; the
-    sweep says which parts and how to finish them; toolsweep-merge says the same."""
-    answers = _mixed_answers(tmp_path / "answers.jsonl")
+    """Parts that fail (here every part, as it runs: the stored answers repeat a sample id, which
+    replay refuses when it reads them) leave no merged run; the sweep says which parts and how to
+    finish them; toolsweep-merge says the same."""
+    mixed = pl.read_ndjson(_mixed_answers(tmp_path / "all.jsonl"))
+    answers = write_predictions(pl.concat([mixed, mixed.head(1)]), tmp_path / "repeated.jsonl")
     sweep = tmp_path / "sweep"
     done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "engine=replay",
-                           f"engine.predictions={answers}", "dataset.shards=2", "dataset.shard=range(2)",
-                           "dataset.limit=0"], cwd=REPO, capture_output=True, text=True, timeout=300)
+                           f"engine.predictions={answers}", "dataset.shards=2", "dataset.shard=range(2)"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "not merged" in done.stdout and f"hydra.sweep.dir={sweep}" in done.stdout, done.stdout[-2000:]
     assert not (sweep / "merged").exists()
     merged = subprocess.run([sys.executable, "-m", "inference.merge", str(sweep)], cwd=REPO, capture_output=True,
