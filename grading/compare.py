@@ -131,6 +131,15 @@ def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame, scorer: Scorer) -> p
     for name, frame in (("A", samples_a), ("B", samples_b)):
         _check_table(name, frame, [*marks, *grades])
     ids_a, ids_b = set(samples_a["sample_id"]), set(samples_b["sample_id"])
+    if ids_a != ids_b and (ids_a < ids_b or ids_b < ids_a):
+        # one run's samples inside the other's (a racing sweep's stopped job, a dataset.subsample or
+        # a smaller dataset.limit): paired on the samples both hold, said
+        common = ids_a & ids_b
+        print(f"toolsweep-compare: run {'A' if len(ids_a) < len(ids_b) else 'B'} holds {len(common)} of the other's "
+              f"{max(len(ids_a), len(ids_b))} samples; comparing those {len(common)}", file=sys.stderr)
+        samples_a = samples_a.filter(pl.col("sample_id").is_in(list(common)))
+        samples_b = samples_b.filter(pl.col("sample_id").is_in(list(common)))
+        ids_a = ids_b = common
     if ids_a != ids_b:
         only_a, only_b = sorted(ids_a - ids_b), sorted(ids_b - ids_a)
         raise GradingError(

@@ -123,3 +123,8 @@ def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tm
                 for i, o in enumerate(race["rounds"])) / (3 * 1000)
     print(f"race spent {spent:.0%} of a full sweep's generations")
     assert spent < 1.0
+    compared = subprocess.run([sys.executable, "-m", "grading.compare", str(sweep / stopped_first[0]), str(sweep / "1")],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+    assert "holds 250 of the other's 1000 samples; comparing those 250" in compared.stderr
+    assert "| all | official | tool_acc | 250 |" in compared.stdout
