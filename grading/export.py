@@ -84,7 +84,7 @@ def _series(board: pl.DataFrame, root: Path, title: str) -> list[Series]:
         series.points, series.notes = _points(rows)
         series.params = _params(rows, root, variant, title)
         if failed:
-            series.notes.append(f"failed jobs not exported: {', '.join(map(str, failed))}")
+            series.notes.append(f"jobs not exported (failed, or stopped by a racing sweep): {', '.join(map(str, failed))}")
         found.append(series)
     return found
 

@@ -25,7 +25,7 @@ from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_f
 from grading.files import atomic_write_text, read_facts, run_name, samples_file
 from grading.listing import truncated
 from grading.metrics import POOLED, setting_order
-from grading.plots import ordered_settings, plottable, primary_rows, step_figure
+from grading.plots import SCORED, ordered_settings, plottable, primary_rows, step_figure
 from grading.repeats import record_level
 from grading.report import metrics_cells
 from grading.scoring import Metric, Scorer, direction_note, primary_reading, scorer_of
@@ -89,7 +89,7 @@ def write_sweep_report(sweep_dir: Path) -> Path:
     metrics = shown_metrics(board_scorers(board))
     where = sweep_dir.resolve()
     figures = []
-    stepped = board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null())
+    stepped = board.filter(pl.col("status").is_in(SCORED) & pl.col("step").is_not_null())
     if plotted := plottable(stepped, board_scorers(board))[:3]:
         title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
         figures.append(_figure("by_step", step_figure(stepped, plotted, title, REPORT),

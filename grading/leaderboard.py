@@ -17,7 +17,7 @@ from grading.files import read_facts
 
 from grading.html_report import write_sweep_report
 from grading.metrics import report_groups, summarize
-from grading.plots import plot_by_step, plottable
+from grading.plots import SCORED, plot_by_step, plottable
 from grading.race import race_outcomes
 from grading.repeats import repeat_columns
 from grading.report import markdown_table, write_table
@@ -148,7 +148,7 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
     md = sweep_dir / "leaderboard.md"
     md.write_text(format_leaderboard(board) + "\n", encoding="utf-8")
     paths.append(md)
-    stepped = board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null())
+    stepped = board.filter(pl.col("status").is_in(SCORED) & pl.col("step").is_not_null())
     metrics = plottable(stepped, scorers)[:3]
     if metrics:
         where = sweep_dir.resolve()

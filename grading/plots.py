@@ -17,8 +17,11 @@ _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 # One marker and line style per configuration (variant) of the sweep.
 _MARKERS = "osD^v<>p*h"
 _LINESTYLES = ("-", "--", ":", "-.")
-# Overrides that pick the checkpoint; the rest of a job's overrides tell its series apart.
-_CHECKPOINT_KEYS = ("model.path", "model.lora", "model.name")
+# Overrides that pick the checkpoint (or a racing sweep's round: dataset.subsample); the rest of a
+# job's overrides tell its series apart.
+_CHECKPOINT_KEYS = ("model.path", "model.lora", "model.name", "dataset.subsample")
+SCORED = ("complete", "stopped")
+"""Job statuses with metrics: finished, or stopped by a racing sweep (on the records it has)."""
 
 
 def plot_by_step(board: pl.DataFrame, metrics: list[Any], path: Path, title: str) -> Path:
@@ -60,7 +63,7 @@ def plottable(board: pl.DataFrame, scorers: list[Any]) -> list[Any]:
     """The metrics to draw against step: the board's shown metrics (headline first, with CIs),
     then the scorers' others, those that some complete job with a step has a value of under its
     primary reading. A sweep without a judge has no judge scores: its plot shows what it has."""
-    rows = primary_rows(board.filter((pl.col("status") == "complete") & pl.col("step").is_not_null()))
+    rows = primary_rows(board.filter(pl.col("status").is_in(SCORED) & pl.col("step").is_not_null()))
     candidates = {m.name: m for m in [*shown_metrics(scorers), *(m for s in scorers for m in s.metrics)]}
     return [m for m in candidates.values() if m.name in rows.columns and rows[m.name].drop_nulls().len() > 0]
 
@@ -138,6 +141,10 @@ def _draw(ax: Any, points: pl.DataFrame, metric: str, factor: float, offset: flo
         errors = [y - low, high - y]
     ax.errorbar(points["step"].to_numpy() + offset, y, yerr=errors, color=colour,
                 marker=style[0], linestyle=style[1], markersize=5, capsize=3, linewidth=1.2, label=label)
+    if "status" in points.columns and (stopped := (points["status"] == "stopped").to_numpy()).any():
+        # stopped by a racing sweep: a hollow marker, its value on the records it has (partial)
+        ax.plot(points["step"].to_numpy()[stopped] + offset, y[stopped], linestyle="none", marker=style[0],
+                markersize=8, markerfacecolor="white", markeredgecolor=colour, zorder=3)
 
 
 def _panel_title(setting: str) -> str:
