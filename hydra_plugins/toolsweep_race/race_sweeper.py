@@ -13,7 +13,6 @@ without launching them and continues with the first unfinished one.
 # No `from __future__ import annotations`: Hydra imports plugin modules without registering them
 # in sys.modules, where a dataclass's string annotations cannot be resolved.
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 from hydra.core.config_store import ConfigStore
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
@@ -72,7 +70,9 @@ class RaceSweeper(Sweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        jobs = expand(arguments)
+        from inference.sweep import sweep_jobs
+
+        jobs = sweep_jobs(arguments)
         sizes = round_sizes(self._records(jobs[0]), self.settings["first"], self.settings["growth"])
         record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [" ".join(j) for j in jobs],
                                         "sizes": sizes, "rounds": []})
@@ -132,14 +132,6 @@ class RaceSweeper(Sweeper):
                 "decisions": [asdict(d) for d in decided.decisions]}
 
 
-def expand(arguments: List[str]) -> List[List[str]]:
-    """Each job's overrides, as Hydra's basic sweeper makes them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
-    parsed = OverridesParser.create().parse_overrides(arguments)
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-
-
 def kept_jobs(jobs: List[List[str]], keep: Sequence[str]) -> set[int]:
     """The jobs `keep` names: by number, or by text in one of their overrides' values."""
     found = set()
@@ -174,10 +166,10 @@ def _resumable(sweep_dir: Path, fresh: dict[str, Any]) -> dict[str, Any]:
     return {**fresh, "rounds": earlier.get("rounds", [])} if same else fresh
 
 
-def _write(sweep_dir: Path, record: dict[str, Any]) -> None:
-    tmp = sweep_dir / f".{RACE_FILE}.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, sweep_dir / RACE_FILE)
+def _write(sweep_dir: Path, record: Dict[str, Any]) -> None:
+    from grading.files import atomic_write_text
+
+    atomic_write_text(sweep_dir / RACE_FILE, json.dumps(record, indent=2) + "\n")
 
 
 def _say(outcome: dict[str, Any], rounds: int) -> None:
