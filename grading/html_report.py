@@ -26,6 +26,7 @@ from grading.files import atomic_write_text, read_facts, run_name, samples_file
 from grading.listing import truncated
 from grading.metrics import POOLED, setting_order
 from grading.plots import SCORED, ordered_settings, plottable, primary_rows, step_figure
+from grading.race import race_table
 from grading.repeats import record_level
 from grading.report import metrics_cells
 from grading.scoring import Metric, Scorer, direction_note, primary_reading, scorer_of
@@ -100,8 +101,21 @@ def write_sweep_report(sweep_dir: Path) -> Path:
             "n_jobs": jobs.height, "n_failed": jobs.filter(pl.col("status") == "failed").height,
             "jobs": [(job, labels[job]) for job in labels],
             "board": _table("leaderboard", header, rows, failed),
-            "figures": figures}
+            "race": _race_table(sweep_dir), "figures": figures}
     return _render("sweep.html.j2", page, sweep_dir / REPORT)
+
+
+def _race_table(sweep_dir: Path) -> dict[str, Any] | None:
+    """A racing sweep's rounds (race.json): each survivor's value, its lead and p-value against the
+    round's leader, stopped or not; None for other sweeps."""
+    rows = race_table(sweep_dir)
+    if not rows:
+        return None
+    header = ["round", "records", "leader", "job", "value", "leader's lead", "one-sided p", "stopped"]
+    cells = [[str(r["round"]), str(r["records"]), str(r["leader"]), str(r["job"]),
+              "" if r["value"] is None else f"{r['value']:.4f}", "" if r["lead"] is None else f"{r['lead']:+.4f}",
+              f"{r['p']:.2g}", "stopped" if r["stopped"] else ""] for r in rows]
+    return _table("race", header, cells, ["failed" if r["stopped"] else "" for r in rows])
 
 
 def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Path,

