@@ -24,7 +24,7 @@ import polars as pl
 
 from grading.errors import GradingError
 from grading.files import read_facts
-from grading.leaderboard import build_leaderboard, job_rows
+from grading.leaderboard import board_frame, build_leaderboard, job_rows
 from grading.plots import variant_of
 from grading.scoring import get_scorer
 from grading.sweep import Job, hydra_overrides
@@ -62,10 +62,7 @@ def _run_board(run_dir: Path) -> pl.DataFrame:
     rows, scorer = job_rows(job)
     if scorer is None:
         raise GradingError(f"{run_dir}: its results are unreadable ({rows[0].get('reason')})")
-    from grading.leaderboard import leaderboard_schema
-
-    schema = leaderboard_schema([scorer])
-    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
+    return board_frame(rows, [scorer])
 
 
 def _series(board: pl.DataFrame, root: Path, title: str) -> list[Series]:

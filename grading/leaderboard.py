@@ -55,9 +55,13 @@ def build_leaderboard(sweep_dir: Path) -> pl.DataFrame:
         rows += job_board
         if scorer is not None:
             scorers[scorer.name] = scorer
-    schema = leaderboard_schema(list(scorers.values()))
-    board = pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
-    return with_race(board, race_outcomes(Path(sweep_dir)))
+    return with_race(board_frame(rows, list(scorers.values())), race_outcomes(Path(sweep_dir)))
+
+
+def board_frame(rows: list[dict[str, Any]], scorers: list[Scorer]) -> pl.DataFrame:
+    """Leaderboard rows (job_rows') as the board's table, under the schema of their scorers."""
+    schema = leaderboard_schema(scorers)
+    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
 
 
 def with_race(board: pl.DataFrame, stopped: dict[int, str]) -> pl.DataFrame:

@@ -183,15 +183,21 @@ def job_scores(run_dir: Path, metric_name: Optional[str] = None) -> tuple[dict[s
     return dict(zip(records["sample_id"].to_list(), values)), metric, reading
 
 
-def race_outcomes(sweep_dir: Path) -> dict[int, str]:
-    """For a racing sweep (race.json), each stopped job's reason, by job number: the round and
-    records it stopped at, and the leader's lead with its p-value and level; {} for other sweeps."""
+def read_race(sweep_dir: Path) -> dict:
+    """A racing sweep's race.json ({} for any other sweep, or one unreadable)."""
     import json
 
     try:
         record = json.loads((Path(sweep_dir) / "race.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
+
+
+def race_outcomes(sweep_dir: Path) -> dict[int, str]:
+    """For a racing sweep (race.json), each stopped job's reason, by job number: the round and
+    records it stopped at, and the leader's lead with its p-value and level; {} for other sweeps."""
+    record = read_race(sweep_dir)
     total = record["sizes"][-1] if record.get("sizes") else None
     found = {}
     for outcome in record.get("rounds", []):
@@ -206,12 +212,7 @@ def race_outcomes(sweep_dir: Path) -> dict[int, str]:
 
 def race_table(sweep_dir: Path) -> list[dict[str, object]]:
     """race.json's rounds as rows (round, records, leader, job, value, lead, p, stopped) for reports."""
-    import json
-
-    try:
-        record = json.loads((Path(sweep_dir) / "race.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
+    record = read_race(sweep_dir)
     return [{"round": o["round"], "records": o["size"], "leader": o["leader"], "job": d["job"], "value": d["value"],
              "lead": d["diff"], "p": d["p"], "stopped": d["stopped"]}
             for o in record.get("rounds", []) for d in o.get("decisions", [])]

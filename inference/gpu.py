@@ -3,7 +3,7 @@ that a test can present without CUDA: the GPUs `nvidia-smi` lists (count, memory
 installed builds of vLLM and torch, a C compiler and Python's headers.
 
 Every choice that differs on a GPU is a function of these facts: the start-up problems (said
-before any model loads), the sweep's GPU slots, each test engine's share of a shared GPU.
+before any model loads), each test engine's share of a shared GPU.
 `python -m inference.gpu` prints the facts and the problems: the first command on a new node.
 """
 
@@ -208,11 +208,6 @@ def _seen(node: Node) -> str:
     if node.listed:
         return f"nvidia-smi lists {node.listed}, CUDA_VISIBLE_DEVICES hides them"
     return "no nvidia-smi, or it lists none"
-
-
-def slots(node: Node, tensor_parallel_size: int) -> int:
-    """Jobs a node runs at once, each on model.tensor_parallel_size GPUs of its own."""
-    return len(node.gpus) // max(int(tensor_parallel_size), 1)
 
 
 def shared_engine_settings(node: Node, workers: int) -> dict[str, str]:

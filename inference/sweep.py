@@ -72,9 +72,10 @@ def visible_devices(job_num: int, gpus_per_job: int) -> str | None:
     """CUDA_VISIBLE_DEVICES for a job: slot `job_num % slots` of the node's GPUs, or None."""
     gpus = node_gpus()
     slots = len(gpus) // max(gpus_per_job, 1)
-    if slots == 0:
-        return None
-    slot = job_num % slots
+    return _slot_devices(gpus, job_num % slots, gpus_per_job) if slots else None
+
+
+def _slot_devices(gpus: list[str], slot: int, gpus_per_job: int) -> str:
     return ",".join(gpus[slot * gpus_per_job:(slot + 1) * gpus_per_job])
 
 
@@ -101,7 +102,7 @@ def gpu_slot(sweep_dir: Path, job_num: int, gpus_per_job: int) -> Iterator[str |
                 handle.close()
                 continue
             try:
-                yield ",".join(gpus[slot * gpus_per_job:(slot + 1) * gpus_per_job])
+                yield _slot_devices(gpus, slot, gpus_per_job)
             finally:
                 handle.close()  # releases the lock
             return
@@ -189,19 +190,15 @@ def kept_outcome(run_dir: Path, task_overrides: Sequence[str]) -> dict[str, Any]
 _PROGRESS: dict[str, Any] = {"total": None, "walls": [], "seen": 0}
 
 
-def count_jobs(overrides: Sequence[str]) -> int | None:
-    """How many jobs a multirun's overrides make (the product of the sweeps), or None."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def task_jobs(config: Any) -> list[list[str]] | None:
+    """Each job's overrides of a multirun (None for a sweep syntax this cannot expand); read
+    unresolved: an override's own interpolation (engine.predictions=${model.path}/x) is the job's."""
+    from omegaconf import OmegaConf
 
     try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # noqa: BLE001 - an unusual sweep syntax only costs the ETA
+        return sweep_jobs(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+    except Exception:  # noqa: BLE001 - an unusual sweep syntax only costs the ETA and the early check
         return None
-    total = 1
-    for override in parsed:
-        if override.is_sweep_override():
-            total *= len(list(override.sweep_string_iterator()))
-    return total
 
 
 def _report(job_num: int, outcome: dict[str, Any], kept: bool, run_dir: Path) -> None:
@@ -280,14 +277,15 @@ class LeaderboardCallback(Callback):
     (and the plot against step) when it ends, also after a rerun that kept earlier jobs."""
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        _PROGRESS.update(total=count_jobs(list(config.hydra.overrides.task)), walls=[], seen=0)
+        jobs = task_jobs(config)
+        _PROGRESS.update(total=len(jobs) if jobs is not None else None, walls=[], seen=0)
         if config.hydra.runtime.choices.get("hydra/launcher") == "local_gpus":
             problem = check_gpu_launcher(config.hydra.launcher.n_jobs, config.model.tensor_parallel_size,
                                          len(node_gpus()))
             if problem:
                 print(f"{_ERROR_PREFIX}{problem}", file=sys.stderr, flush=True)
                 sys.exit(2)
-        shared = shared_config_error(config)
+        shared = shared_config_error(config, jobs or [])
         if shared:
             print(f"{_ERROR_PREFIX}every job of this sweep has this configuration error, so none was started: "
                   f"{shared}", file=sys.stderr, flush=True)
@@ -323,33 +321,36 @@ def sweep_jobs(task_overrides: Sequence[str]) -> list[list[str]]:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
-def shared_config_error(config: Any) -> str | None:
+def typed_job(composed: Any) -> tuple[Any, Any]:
+    """A job's composed config, typed, with its benchmark (inference.run.run_config). The hydra node
+    is dropped: its runtime fields exist only in the job's own process."""
+    from omegaconf import OmegaConf, open_dict
+
+    from inference.run import run_config
+
+    with open_dict(composed):
+        composed.pop("hydra", None)
+    return run_config(OmegaConf.to_container(composed, resolve=True))
+
+
+def shared_config_error(config: Any, jobs: list[list[str]]) -> str | None:
     """The configuration error that every job of the sweep would stop with (the same message for
     each), else None: said once before any job starts, instead of once per job. Jobs are checked
     in order and the check ends at the first job without an error (one check for a sound sweep)."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
-    from omegaconf import OmegaConf, open_dict
 
     from inference.config import validate
-    from inference.run import prepare_models, run_config
+    from inference.run import prepare_models
 
-    try:
-        # unresolved: an override's own interpolation (engine.predictions=${model.path}/x) is the job's
-        jobs = sweep_jobs(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
-        hydra_app = GlobalHydra.instance().hydra
-    except Exception:  # noqa: BLE001 - a sweep syntax this cannot expand is left to Hydra's own sweeper
-        return None
+    hydra_app = GlobalHydra.instance().hydra
     if hydra_app is None:
         return None
     messages = set()
     for job in jobs:
         try:
-            composed = hydra_app.compose_config(config.hydra.job.config_name, job, run_mode=RunMode.RUN)
-            with open_dict(composed):
-                composed.pop("hydra", None)  # the job's own runtime fields exist only in its process
-            resolved = OmegaConf.to_container(composed, resolve=True)
-            cfg, benchmark = run_config(resolved)
+            cfg, benchmark = typed_job(hydra_app.compose_config(config.hydra.job.config_name, job,
+                                                                run_mode=RunMode.RUN))
             prepare_models(cfg, benchmark)
             validate(cfg, benchmark)
         except ToolsweepError as exc:

@@ -23,7 +23,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 RACE_FILE = "race.json"
 
@@ -99,14 +99,12 @@ class RaceSweeper(Sweeper):
     def _records(self, job: List[str]) -> int:
         """How many records the benchmark's samples are for the first job's config (the race's
         whole set), read as the run reads them."""
-        from inference.run import load_records, run_config
+        from inference.run import load_records
         from inference.shards import shard_of
+        from inference.sweep import typed_job
 
         assert self.hydra_context is not None and self.config is not None
-        composed = self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
-        with open_dict(composed):
-            composed.pop("hydra", None)
-        cfg, benchmark = run_config(OmegaConf.to_container(composed, resolve=True))
+        cfg, benchmark = typed_job(self.hydra_context.config_loader.load_sweep_config(self.config, list(job)))
         return shard_of(load_records(cfg, benchmark), benchmark, cfg.dataset).height
 
     def _decide(self, sweep_dir: Path, number: int, size: int, rounds: int, alive: List[int],
@@ -158,10 +156,9 @@ def _out(outcome: dict[str, Any]) -> set[str]:
 
 def _resumable(sweep_dir: Path, fresh: dict[str, Any]) -> dict[str, Any]:
     """race.json of an earlier, killed run of this same race (its rounds kept), else `fresh`."""
-    try:
-        earlier = json.loads((sweep_dir / RACE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return fresh
+    from grading.race import read_race
+
+    earlier = read_race(sweep_dir)
     same = all(earlier.get(key) == fresh[key] for key in ("settings", "jobs", "sizes"))
     return {**fresh, "rounds": earlier.get("rounds", [])} if same else fresh
 
