@@ -75,11 +75,17 @@ def _statistics(levels: Sequence[int]) -> dict[str, Callable[[np.ndarray, np.nda
 
 
 def _kappa(a: np.ndarray, b: np.ndarray, levels: Sequence[int]) -> float:
-    from sklearn.metrics import cohen_kappa_score
-
+    """Cohen's kappa with quadratic weights over the ordered `levels`: 1 - sum(w * observed) /
+    sum(w * expected), w = squared distance between levels, expected from the two marginals."""
     if len(set(a.tolist()) | set(b.tolist())) < 2:
         return math.nan  # one value everywhere: kappa is undefined (0/0)
-    return float(cohen_kappa_score(a, b, labels=list(levels), weights="quadratic"))
+    index = {level: i for i, level in enumerate(levels)}
+    observed = np.zeros((len(levels), len(levels)))
+    np.add.at(observed, ([index[v] for v in a.tolist()], [index[v] for v in b.tolist()]), 1.0)
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
+    places = np.arange(len(levels), dtype=np.float64)
+    weights = (places[:, None] - places[None, :]) ** 2
+    return float(1.0 - (weights * observed).sum() / (weights * expected).sum())
 
 
 def _alpha(a: np.ndarray, b: np.ndarray, levels: Sequence[int]) -> float:

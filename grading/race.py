@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import polars as pl
@@ -89,6 +89,24 @@ def paired_p(leader: np.ndarray, other: np.ndarray, higher_is_better: bool, delt
     return permutation_p(diff, delta, seed=seed)
 
 
+def bootstrap_p(leader: np.ndarray, other: np.ndarray, reduce: Callable[..., Optional[float]],
+                higher_is_better: bool, delta: float = 0.0, n_resamples: int = 2000, seed: int = 0) -> float:
+    """One-sided paired bootstrap p for a pooled metric (F1 over counts): samples are resampled
+    with the same indices for both jobs, and p is the share of resamples in which the leader's
+    lead is at most `delta`. `leader`, `other`: (samples, sources) arrays of the metric's sources."""
+    n = leader.shape[0]
+    if n == 0:
+        return 1.0
+    up = 1.0 if higher_is_better else -1.0
+    rng = np.random.default_rng(seed)
+    behind = 0
+    for idx in rng.integers(0, n, size=(n_resamples, n)):
+        mine, theirs = reduce(*leader[idx].T), reduce(*other[idx].T)
+        # a resample where the metric is undefined for either job shows no lead
+        behind += mine is None or theirs is None or up * (mine - theirs) <= delta
+    return float((1 + behind) / (n_resamples + 1))
+
+
 def holm(pvalues: dict[str, float], alpha: float) -> set[str]:
     """The hypotheses Holm's step-down rejects at family-wise level alpha."""
     rejected: set[str] = set()
@@ -124,10 +142,12 @@ class Round:
 
 def decide_round(number: int, size: int, scores: dict[str, np.ndarray], higher_is_better: bool,
                  alpha: float, rounds: int, keep: Sequence[str] = (), delta: float = 0.0,
-                 seed: int = 0) -> Round:
+                 seed: int = 0, reduce: Optional[Callable[..., Optional[float]]] = None) -> Round:
     """Round `number`'s leader and stops. `scores`: each survivor's per-sample scores on the round's
-    samples, aligned (nan where a sample has no score: left out pairwise)."""
-    means = {job: _mean(values) for job, values in scores.items()}
+    samples, aligned (nan where a sample has no score: left out pairwise); for a pooled metric,
+    `reduce` is its aggregation and each job's scores are a (samples, sources) array of its
+    per-sample sources (a paired bootstrap tests it)."""
+    means = {job: _value(values, reduce) for job, values in scores.items()}
     direction = 1.0 if higher_is_better else -1.0
     ranked = [job for job in scores if means[job] is not None]
     leader = max(ranked, key=lambda job: (direction * means[job], -list(scores).index(job))) if ranked else next(iter(scores))
@@ -135,6 +155,11 @@ def decide_round(number: int, size: int, scores: dict[str, np.ndarray], higher_i
     pvalues, diffs = {}, {}
     for job in scores:
         if job == leader or job in keep:
+            continue
+        if reduce is not None:
+            pvalues[job] = bootstrap_p(scores[leader], scores[job], reduce, higher_is_better, delta, seed=seed)
+            known = means[leader] is not None and means[job] is not None
+            diffs[job] = float(direction * (means[leader] - means[job])) if known else None
             continue
         both = ~(np.isnan(scores[leader]) | np.isnan(scores[job]))
         pvalues[job] = paired_p(scores[leader][both], scores[job][both], higher_is_better, delta, seed)
@@ -144,6 +169,14 @@ def decide_round(number: int, size: int, scores: dict[str, np.ndarray], higher_i
     return Round(number, size, level, leader, means, decisions)
 
 
+def _value(values: np.ndarray, reduce: Optional[Callable[..., Optional[float]]]) -> Optional[float]:
+    """A job's value on the round's samples: the metric's own aggregation, else the mean."""
+    if reduce is None:
+        return _mean(values)
+    value = reduce(*np.asarray(values, dtype=np.float64).T)
+    return None if value is None else float(value)
+
+
 def _mean(values: np.ndarray) -> Optional[float]:
     kept = np.asarray(values, dtype=np.float64)
     kept = kept[~np.isnan(kept)]
@@ -151,25 +184,24 @@ def _mean(values: np.ndarray) -> Optional[float]:
 
 
 def raced_metric(scorer, name: Optional[str] = None):
-    """The metric a race decides on: `name`, else the scorer's first headline metric; it must be a
-    per-sample one (a mean of one per-sample grade) with a direction."""
+    """The metric a race decides on: `name`, else the scorer's first headline metric; it must say
+    which way is better (a per-sample mean is tested pairwise, a pooled one by a paired bootstrap)."""
     metrics = {m.name: m for m in scorer.metrics}
     metric = metrics.get(name) if name else next((m for m in scorer.metrics if m.headline), scorer.metrics[0])
     if metric is None:
         raise GradingError(f"hydra.sweeper.metric={name} is not a metric of scorer {scorer.name} "
                            f"(its metrics: {', '.join(metrics)})")
-    if not metric.per_sample or metric.higher_is_better is None:
-        usable = [m.name for m in scorer.metrics if m.per_sample and m.higher_is_better is not None]
-        raise GradingError(f"racing tests a per-sample metric with a direction; {metric.name} of {scorer.name} is "
-                           f"{'pooled' if not metric.per_sample else 'without a direction'}: set "
-                           f"hydra.sweeper.metric to one of {', '.join(usable)}")
+    if metric.higher_is_better is None:
+        usable = [m.name for m in scorer.metrics if m.higher_is_better is not None]
+        raise GradingError(f"racing needs a metric with a better direction; {metric.name} of {scorer.name} has none: "
+                           f"set hydra.sweeper.metric to one of {', '.join(usable)}")
     return metric
 
 
-def job_scores(run_dir: Path, metric_name: Optional[str] = None) -> tuple[dict[str, float], object, str]:
+def job_scores(run_dir: Path, metric_name: Optional[str] = None) -> tuple[dict[str, object], object, str]:
     """Each record's score on the raced metric (its samples averaged: decoding.samples), under the
-    scorer's primary reading: (sample_id -> score, nan where the metric does not apply), the metric,
-    the reading."""
+    scorer's primary reading: sample_id -> its score (nan where the metric does not apply), or,
+    for a pooled metric, the tuple of its sources (F1's tp, fp, fn); the metric, the reading."""
     from grading.files import samples_file
     from grading.repeats import record_level
     from grading.scoring import primary_reading, scorer_of
@@ -178,8 +210,9 @@ def job_scores(run_dir: Path, metric_name: Optional[str] = None) -> tuple[dict[s
     scorer = scorer_of(samples)
     metric, reading = raced_metric(scorer, metric_name), primary_reading(scorer)
     records = record_level(samples, scorer)
-    column = f"{reading}_{metric.sources[0]}"
-    values = records[column].cast(pl.Float64).fill_null(float("nan")).to_list()
+    columns = [records[f"{reading}_{source}"].cast(pl.Float64).fill_null(float("nan")).to_list()
+               for source in metric.sources]
+    values = columns[0] if metric.per_sample else list(zip(*columns))
     return dict(zip(records["sample_id"].to_list(), values)), metric, reading
 
 
@@ -202,12 +235,20 @@ def race_outcomes(sweep_dir: Path) -> dict[int, str]:
     found = {}
     for outcome in record.get("rounds", []):
         for decision in outcome.get("decisions", []):
-            if decision["stopped"]:
-                found[int(decision["job"])] = (
+            if not decision["stopped"]:
+                continue
+            for job in decision_jobs(decision):
+                found[job] = (
                     f"stopped at round {outcome['round']} after {outcome['size']} of {total} records (partial): "
                     f"job {outcome['leader']} leads on {outcome['metric']} by {decision['diff']:.4f} "
                     f"(one-sided p={decision['p']:.2g} < Holm level at alpha_r={outcome['alpha']:.3g})")
     return found
+
+
+def decision_jobs(decision: dict) -> list[int]:
+    """The job numbers a decision covers: a candidate run as shards (dataset.shard) is several
+    jobs, decided together (race.json lists them as `jobs`)."""
+    return [int(job) for job in decision.get("jobs") or [decision["job"]]]
 
 
 def race_table(sweep_dir: Path) -> list[dict[str, object]]:

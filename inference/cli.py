@@ -85,7 +85,8 @@ def hydra_main(cfg: DictConfig) -> None:
     if hydra_cfg.mode == RunMode.MULTIRUN and not os.environ.get(CHILD_FLAG):
         # Each sweep job runs in its own process: GPU memory is released, crashes stay local.
         run_child_job(list(hydra_cfg.overrides.task), run_dir, hydra_cfg.job.num,
-                      gpus_per_job=int(cfg.model.tensor_parallel_size))
+                      gpus_per_job=int(cfg.model.tensor_parallel_size),
+                      search_path=[o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")])
         return
     try:
         # held before the config is typed and checked (seconds for ETAPP): a second run on a live

@@ -93,7 +93,10 @@ class DatasetConfig:
     subsample: Optional[int] = None
     """Keep this many records, the first of one seeded order stratified by setting (a case's
     records together, by the benchmark's shard key), so a smaller subsample lies inside a larger
-    one: a racing sweep's rounds (hydra/sweeper=race). None: all."""
+    one: a racing sweep's rounds (hydra/sweeper=race). Taken from all the records before
+    dataset.shard splits them, so a sharded candidate's parts together hold the subsample. None: all."""
+    subsample_seed: int = 0
+    """The seed of dataset.subsample's order (a racing sweep passes hydra.sweeper.seed)."""
 
     def problems(self) -> list[str]:
         """Every invalid value of the benchmark's own options (its subclass adds its checks)."""

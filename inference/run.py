@@ -68,7 +68,8 @@ def load_samples(cfg: ToolsweepConfig, benchmark: Any) -> pl.DataFrame:
     """The benchmark's sample table for the configured settings and limit, selected by its
     options, this run's shard of it (inference.shards), each record repeated
     `decoding.samples` times (inference.repeats)."""
-    records = subsample(shard_of(load_records(cfg, benchmark), benchmark, cfg.dataset), benchmark, cfg.dataset)
+    records = subsample(load_records(cfg, benchmark), benchmark, cfg.dataset, cfg.dataset.subsample_seed)
+    records = shard_of(records, benchmark, cfg.dataset)
     return repeat_samples(records, cfg.decoding.samples)
 
 

@@ -134,7 +134,7 @@ def gpu_slots(tensor_parallel_size: Any) -> int:
 
 
 def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
-                  gpus_per_job: int) -> dict[str, Any]:
+                  gpus_per_job: int, search_path: Sequence[str] = ()) -> dict[str, Any]:
     """Run one sweep job as `toolsweep <overrides>` in a child process; record how it ended.
 
     Rerunning a sweep into the same sweep dir keeps the jobs that completed with the same
@@ -146,7 +146,8 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
         _report(job_num, kept, True, run_dir)
         return kept
     env = {**os.environ, CHILD_FLAG: "1"}
-    command = [sys.executable, "-m", "inference.cli", *task_overrides, f"hydra.run.dir={run_dir}"]
+    # the sweep's hydra.searchpath (config groups of the user's own) composes the child's config too
+    command = [sys.executable, "-m", "inference.cli", *task_overrides, *search_path, f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
     with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:
         if devices is not None:

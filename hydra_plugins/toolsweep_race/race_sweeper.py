@@ -43,7 +43,8 @@ class RaceSweeperConf:
     metric: Optional[str] = None
     """The metric raced on (per-sample, with a direction); None: the scorer's headline metric."""
     seed: int = 0
-    """The sample order's seed (dataset.subsample's)."""
+    """The seed of the sample order (passed to every job as dataset.subsample_seed) and of the
+    resampling tests."""
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="race", node=RaceSweeperConf, provider="toolsweep")
@@ -76,16 +77,18 @@ class RaceSweeper(Sweeper):
         sizes = round_sizes(self._records(jobs[0]), self.settings["first"], self.settings["growth"])
         record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [" ".join(j) for j in jobs],
                                         "sizes": sizes, "rounds": []})
-        keep = kept_jobs(jobs, self.settings["keep"])
-        alive = list(range(len(jobs)))
+        units = race_units(jobs)
+        keep = {str(unit[0]) for unit in units if kept_jobs(jobs, self.settings["keep"]) & set(unit)}
+        alive = units
         returns, launched = [], 0
         for number, size in enumerate(sizes, start=1):
             if number <= len(record["rounds"]):  # recorded before a kill: its decisions stand
-                alive = [k for k in alive if str(k) not in _out(record["rounds"][number - 1])]
+                alive = [u for u in alive if str(u[0]) not in _out(record["rounds"][number - 1])]
                 continue
             if not alive:
                 break
-            batch = [[*jobs[k], f"++dataset.subsample={size}", f"hydra.sweep.subdir={k}"] for k in alive]
+            batch = [[*jobs[k], f"++dataset.subsample={size}", f"++dataset.subsample_seed={self.settings['seed']}",
+                      f"hydra.sweep.subdir={k}"] for unit in alive for k in unit]
             self.validate_batch_is_legal(batch)
             returns.append(self.launcher.launch(batch, initial_job_idx=launched))
             launched += len(batch)
@@ -93,49 +96,68 @@ class RaceSweeper(Sweeper):
             record["rounds"].append(outcome)
             _write(sweep_dir, record)
             _say(outcome, len(sizes))
-            alive = [k for k in alive if str(k) not in _out(outcome)]
+            alive = [u for u in alive if str(u[0]) not in _out(outcome)]
         return returns
 
     def _records(self, job: List[str]) -> int:
-        """How many records the benchmark's samples are for the first job's config (the race's
-        whole set), read as the run reads them."""
+        """How many records the benchmark's samples are for the first job's config, all its
+        shards together (the race's whole set), read as the run reads them."""
         from inference.run import load_records
-        from inference.shards import shard_of
         from inference.sweep import typed_job
 
         assert self.hydra_context is not None and self.config is not None
         cfg, benchmark = typed_job(self.hydra_context.config_loader.load_sweep_config(self.config, list(job)))
-        return shard_of(load_records(cfg, benchmark), benchmark, cfg.dataset).height
+        return load_records(cfg, benchmark).height
 
-    def _decide(self, sweep_dir: Path, number: int, size: int, rounds: int, alive: List[int],
-                keep: Set[int]) -> Dict[str, Any]:
+    def _decide(self, sweep_dir: Path, number: int, size: int, rounds: int, alive: List[List[int]],
+                keep: Set[str]) -> Dict[str, Any]:
         from grading.race import decide_round, job_scores
 
         failed, scores, metric = {}, {}, None
-        for k in alive:
-            status = _job_status(sweep_dir / str(k))
-            if status is not None:
-                failed[str(k)] = status
+        for unit in alive:
+            name = str(unit[0])
+            problems = [f"job {k}: {status}" for k in unit if (status := _job_status(sweep_dir / str(k)))]
+            if problems:
+                failed[name] = "; ".join(problems)
                 continue
-            values, metric, _ = job_scores(sweep_dir / str(k), self.settings["metric"])
-            scores[str(k)] = values
+            scores[name] = {}
+            for k in unit:  # a candidate's shards hold disjoint samples
+                values, metric, _ = job_scores(sweep_dir / str(k), self.settings["metric"])
+                scores[name].update(values)
         ids = sorted(set.intersection(*(set(v) for v in scores.values()))) if scores else []
         arrays = {k: np.array([v[i] for i in ids], dtype=np.float64) for k, v in scores.items()}
         outcome: dict[str, Any] = {"round": number, "size": size, "failed": failed}
         if not arrays:
             return {**outcome, "leader": None, "alpha": None, "metric": None, "decisions": []}
         decided = decide_round(number, size, arrays, bool(metric.higher_is_better), self.settings["alpha"], rounds,
-                               keep=[str(k) for k in keep], delta=self.settings["delta"], seed=self.settings["seed"])
+                               keep=sorted(keep), delta=self.settings["delta"], seed=self.settings["seed"],
+                               reduce=None if metric.per_sample else metric.reduce)
+        members = {str(unit[0]): unit for unit in alive}
         return {**outcome, "leader": decided.leader, "alpha": decided.alpha, "metric": metric.name, "n": len(ids),
-                "decisions": [asdict(d) for d in decided.decisions]}
+                "decisions": [{**asdict(d), **({"jobs": members[d.job]} if len(members[d.job]) > 1 else {})}
+                              for d in decided.decisions]}
+
+
+def race_units(jobs: List[List[str]]) -> List[List[int]]:
+    """The race's candidates, each a list of job numbers: jobs whose overrides differ only in
+    dataset.shard are the parts of one candidate (a sharded run), raced on their samples together."""
+    units: Dict[tuple, List[int]] = {}
+    for k, job in enumerate(jobs):
+        units.setdefault(tuple(o for o in job if not o.startswith("dataset.shard=")), []).append(k)
+    return list(units.values())
 
 
 def kept_jobs(jobs: List[List[str]], keep: Sequence[str]) -> set[int]:
-    """The jobs `keep` names: by number, or by text in one of their overrides' values."""
+    """The jobs `keep` names: a number names a job by its number (not a digit in its overrides:
+    `dataset.shard=1`), other text any job with that text in the value of one of its swept
+    overrides (those that differ between jobs: `checkpoint-100` names a model.path, not every job
+    whose shared overrides happen to hold it)."""
+    shared = set.intersection(*(set(job) for job in jobs)) if jobs else set()
     found = set()
     for name in keep:
         for k, job in enumerate(jobs):
-            if name == str(k) or any(name in override.partition("=")[2] for override in job):
+            swept = [o for o in job if o not in shared]
+            if name == str(k) if name.isdigit() else any(name in o.partition("=")[2] for o in swept):
                 found.add(k)
     return found
 
@@ -150,7 +172,7 @@ def _job_status(job_dir: Path) -> Optional[str]:
 
 
 def _out(outcome: dict[str, Any]) -> set[str]:
-    """The jobs a round ended: stopped or failed."""
+    """The candidates (by their first job's number) a round ended: stopped or failed."""
     return {d["job"] for d in outcome.get("decisions", []) if d["stopped"]} | set(outcome.get("failed", {}))
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from grading.race import decide_round, holm, job_scores, paired_p, round_sizes, sign_test_p
+from grading.race import bootstrap_p, decide_round, holm, job_scores, paired_p, round_sizes, sign_test_p
+from hydra_plugins.toolsweep_race.race_sweeper import kept_jobs, race_units
 from inference.benchmarks.petoolbench import BENCHMARK, load_petoolbench
 from inference.gold import gold_outputs, write_predictions
 from inference.shards import subsample
@@ -51,6 +52,52 @@ def test_a_round_stops_only_the_clearly_worse_and_never_a_kept_job():
     assert result.alpha == 0.05 / 4
     scores = np.array([4.0, 3.5, np.nan, 5.0])  # judge scores: the permutation test
     assert 0 < paired_p(scores[[0, 1, 3]], scores[[0, 1, 3]] - 0.5, True) < 0.5
+
+
+def test_a_pooled_metric_races_by_a_paired_bootstrap():
+    """F1 over counts (ToolSpectrum's headline): each job's per-sample (tp, fp, fn); the clearly
+    worse one is stopped, one as good on other samples is not, and a job's value is the pooled F1."""
+    from grading.scoring import _f1
+
+    rng = np.random.default_rng(1)
+    right = rng.random(600) < 0.8
+    good = np.stack([right, ~right, ~right], axis=1).astype(float)  # one gold call per sample
+    shifted = np.roll(good, 7, axis=0)  # the same F1 on other samples
+    poor = rng.random(600) < 0.55
+    bad = np.stack([poor, ~poor, ~poor], axis=1).astype(float)
+    result = decide_round(1, 600, {"0": good, "1": shifted, "2": bad}, True, 0.05, 3, reduce=_f1)
+    assert result.values["0"] == pytest.approx(_f1(*good.T))
+    assert {d.job for d in result.decisions if d.stopped} == {"2"}
+    assert bootstrap_p(good, bad, _f1, True) < 0.01 < bootstrap_p(good, shifted, _f1, True)
+    assert bootstrap_p(bad, good, _f1, False) < 0.01, "lower is better: the direction turns the test"
+
+
+def test_jobs_that_differ_only_in_their_shard_race_as_one_candidate():
+    jobs = [["model.path=a", "dataset.shard=0"], ["model.path=a", "dataset.shard=1"],
+            ["model.path=b", "dataset.shard=0"], ["model.path=b", "dataset.shard=1"]]
+    assert race_units(jobs) == [[0, 1], [2, 3]]
+    assert race_units([["model.path=a"], ["model.path=b"]]) == [[0], [1]]
+    assert kept_jobs(jobs, ["b"]) == {2, 3} and kept_jobs(jobs, ["1"]) == {1}, "a number is a job's, not a shard's"
+    models = [["model.path=/runs/x/checkpoint-1", "engine=vllm"], ["model.path=/runs/x/checkpoint-2", "engine=vllm"]]
+    assert kept_jobs(models, ["vllm"]) == set() and kept_jobs(models, ["checkpoint-2"]) == {1}, "swept values only"
+
+
+def test_every_race_option_composes_through_hydra_into_the_sweeper():
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    import inference.cli  # noqa: F401  (registers the config schema, as the entry point does)
+
+    options = {"alpha": 0.1, "delta": 0.02, "first": 50, "growth": 3.0, "keep": ["checkpoint-100"],
+               "metric": "param_acc", "seed": 4}
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True,
+                      overrides=["hydra/sweeper=race", "hydra.sweeper.keep=[checkpoint-100]",
+                                 *(f"hydra.sweeper.{k}={v}" for k, v in options.items() if k != "keep")])
+        sweeper = instantiate(cfg.hydra.sweeper)
+        with pytest.raises(Exception, match="alpah"):
+            compose(config_name="config", return_hydra_config=True, overrides=["hydra/sweeper=race", "hydra.sweeper.alpah=1"])
+    assert sweeper.settings == options
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +177,91 @@ def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tm
     assert compared.returncode == 0, compared.stderr
     assert "holds 250 of the other's 1000 samples; comparing those 250" in compared.stderr
     assert "| all | official | tool_acc | 250 |" in compared.stdout
+
+
+def _engine_option(folder: Path, name: str, base: str, **values: str) -> None:
+    """conf/engine/<name>.yaml in a config dir the test adds to Hydra's search path: `base` with
+    these values, so that a sweep over `engine=` runs differently configured engines side by side."""
+    (folder / "engine").mkdir(parents=True, exist_ok=True)
+    lines = ["defaults:", f"  - {base}", "  - _self_", *(f"{k}: {v}" for k, v in values.items())]
+    (folder / "engine" / f"{name}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.vllm
+def test_a_race_through_the_real_engine_generates_each_record_once_across_rounds(tmp_path, tiny_model, scratch_env):
+    """Three candidates on the bundled sample (12 records, 2 samples each: decoding.samples), rounds
+    of 6 and 12 records: stored gold answers (the leader), stored wrong answers (stopped after round
+    1), and the tiny seeded model through vLLM, kept to the end (`keep`). The kept job's second
+    round resumes its own run: it generates only the 6 new records' 12 samples and reads the rest
+    from its store, so each record is generated once over the race."""
+    from inference.benchmarks.petoolbench import load_petoolbench as load
+    from inference.repeats import repeat_samples
+    from tests.conftest import SAMPLE
+
+    samples = repeat_samples(load(SAMPLE, ["p", "r", "c"], 4), 2)
+    gold = gold_outputs(samples.drop("sample_id").rename({"record_id": "sample_id"}))
+    gold = gold.with_columns(samples["sample_index"])
+    wrong = gold.with_columns(pl.col("output").shift(2, fill_value=gold["output"][-1]))
+    conf = tmp_path / "conf"
+    _engine_option(conf, "gold", "replay", predictions=str(write_predictions(gold, tmp_path / "gold.jsonl")))
+    _engine_option(conf, "wrong", "replay", predictions=str(write_predictions(wrong, tmp_path / "wrong.jsonl")))
+    _engine_option(conf, "tiny", "vllm", cpu_kvcache_gib="0.0625")
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", f"hydra.searchpath=[file://{conf}]",
+         "hydra/sweeper=race", "hydra.sweeper.first=6", "hydra.sweeper.keep=[tiny]", "engine=gold,wrong,tiny",
+         "model=local", f"model.path={tiny_model}", "dataset.limit=4", "decoding.samples=2",
+         "decoding.temperature=0.7", "decoding.max_new_tokens=16", "decoding.constraint=none"],
+        cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    race = json.loads((sweep / "race.json").read_text())
+    assert race["sizes"] == [6, 12]
+    assert [[(d["job"], d["stopped"]) for d in o["decisions"]] for o in race["rounds"]] == [
+        [("0", False), ("1", True), ("2", False)], [("0", False), ("2", False)]]
+    assert race["rounds"][0]["leader"] == "0" and race["rounds"][0]["decisions"][0]["value"] == 1.0
+    facts = json.loads((sweep / "2" / "run.json").read_text())
+    assert facts["generation"]["engine_calls"] == 12 and facts["generation"]["stored_hits"] == 12, \
+        "round 2 generated the 6 new records' 2 samples each and read round 1's 12 from its store"
+    tiny = pl.read_parquet(sweep / "2" / "samples.parquet")
+    assert tiny.height == 24 and tiny["output_tokens"].min() > 0 and tiny["error"].is_null().all()
+    board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
+    assert board.sort("job").select("status", "n").rows() == [("complete", 12), ("stopped", 6), ("complete", 12)]
+
+
+def test_an_etapp_race_stops_the_clearly_worse_checkpoint_after_one_round_on_judge_scores(tmp_path, etapp_data):
+    """Two checkpoints of a scripted agent whose scripted judges score every case 4 and 1, each run
+    as two shards (dataset.shard: a case's episodes stay in one): the race decides on the judge's
+    scores (ETAPP's headline, a permutation test) over both shards' cases together, and the worse
+    checkpoint's shards are stopped after 8 of the 16 cases."""
+    from tests.inference.test_etapp_run import judge_script
+
+    cases = [f"tool_given/fc/John_Doe-{i}" for i in range(1, 17)]
+    folders = []
+    for name, score in (("checkpoint-100", 1), ("checkpoint-200", 4)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "agent.jsonl").write_text(json.dumps({"sample_id": cases[0], "turn": 1, "answer": "Done."}) + "\n")
+        (folder / "judge.jsonl").write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, cases, score)))
+        folders.append(str(folder))
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "hydra/sweeper=race",
+         "hydra.sweeper.first=8", "dataset=etapp", f"dataset.path={etapp_data}", "dataset.users=[John_Doe]",
+         f"dataset.instructions=[{','.join(str(i) for i in range(1, 17))}]", "dataset.methods=[fc]",
+         "dataset.settings=[tool_given]", "dataset.shards=2", "dataset.shard=0,1", f"model.path={','.join(folders)}",
+         "engine=script", "engine.script=${model.path}/agent.jsonl", "engine@roles.judge.engine=script",
+         "roles.judge.engine.script=${model.path}/judge.jsonl"],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    race = json.loads((sweep / "race.json").read_text())
+    first, last = race["rounds"]
+    # jobs: shard 0 of checkpoint-100, of checkpoint-200, then shard 1 of each
+    assert (first["metric"], first["n"], first["leader"]) == ("personalization", 8, "1")
+    assert [(d["job"], d["jobs"], d["value"], d["stopped"]) for d in first["decisions"]] == [
+        ("0", [0, 2], 1.0, True), ("1", [1, 3], 4.0, False)]
+    assert last["n"] == 16 and [d["job"] for d in last["decisions"]] == ["1"]
+    held = {k: pl.read_parquet(sweep / str(k) / "samples.parquet")["sample_id"].to_list() for k in range(4)}
+    assert not set(held[0]) & set(held[2]) and len(held[0]) + len(held[2]) == 8, "the shards split round 1's cases"
+    assert len(held[1]) + len(held[3]) == 16
+    board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all")
+    assert board.filter(status="stopped")["job"].unique().sort().to_list() == [0, 2]
