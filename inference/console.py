@@ -6,10 +6,12 @@ the run dir through Hydra's file handler; the console shows it only with `verbos
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 # vLLM otherwise installs its own console handler at import; without it its records reach the
 # root logger, whose handlers Hydra set up (console + run.log).
@@ -43,14 +45,45 @@ def route_torch_logs() -> None:
             logger.propagate = True
 
 
+_HF_LOGGING = "transformers.utils.logging"
+
+
 def quiet_transformers() -> None:
-    """transformers logs through its own stderr handler: send its records to the root logger."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        return
+    """transformers logs through its own stderr handler: send its records to the root logger, as
+    soon as it is imported, by whom ever (a tokenizer, vLLM). Importing it here would cost every
+    run, a replay's or a grading one's included, the seconds of importing torch."""
+    if _HF_LOGGING in sys.modules:
+        _route_transformers(sys.modules[_HF_LOGGING])
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(_HF_LOGGING, _route_transformers))
+
+
+def _route_transformers(hf_logging: Any) -> None:
     hf_logging.disable_default_handler()
     hf_logging.enable_propagation()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `then(module)` once the module `name` has been executed, whoever imports it, then
+    leaves the import system."""
+
+    def __init__(self, name: str, then: Callable[[Any], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        execute, then = spec.loader.exec_module, self.then
+
+        def exec_module(module: Any) -> None:
+            execute(module)
+            then(module)
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 def progress(items: Iterable[Any], desc: str, total: int | None = None, unit: str = "it") -> Iterable[Any]:

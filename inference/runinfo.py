@@ -49,15 +49,14 @@ def machine() -> dict[str, Any]:
 
     facts: dict[str, Any] = {"cpus": os.cpu_count(), "cpu": cpu_info(), "platform": platform.platform(),
                              "python": platform.python_version()}
-    try:
-        import torch
-
-        facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except ImportError:
-        facts["gpus"] = []
     from inference.gpu import probe
 
     node = probe()
+    # torch's view where a model run imported it; else nvidia-smi's: importing torch only to
+    # list GPUs would cost a replay or grading run seconds
+    torch = sys.modules.get("torch")
+    facts["gpus"] = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch is not None
+                     else [g.name for g in node.gpus])
     if node.listed:
         facts["nvidia"] = {"driver": node.driver, "listed": node.listed,
                            "visible": [{"index": g.index, "name": g.name, "memory_total_mib": g.memory_total_mib}
