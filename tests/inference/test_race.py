@@ -1,5 +1,7 @@
-"""Racing sweeps (hydra/sweeper=race): the statistics, and a race over replayed checkpoints of known
-quality on the real PEToolBench file, killed after its first round and rerun into its dir."""
+"""Racing sweeps (hydra/sweeper=race): the statistics and the sweeper's options; a race over 8
+replayed checkpoints of known quality on the real PEToolBench file, killed after its first round
+and rerun into its dir, against the simulation's prediction; a race through the real engine; a
+sharded ETAPP race on judge scores."""
 
 from __future__ import annotations
 
@@ -100,21 +102,37 @@ def test_every_race_option_composes_through_hydra_into_the_sweeper():
     assert sweeper.settings == options
 
 
+# 8 checkpoints of a training run: a rise, then a plateau whose best (step 600) is 2 points up
+STEPS = (100, 200, 300, 400, 500, 600, 700, 800)
+ACCURACY = (0.40, 0.50, 0.58, 0.64, 0.68, 0.72, 0.70, 0.695)
+
+
+def _race_sim():
+    """scripts/race_sim.py, the simulation `make bench` runs (a script, not a package module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("race_sim", REPO / "scripts" / "race_sim.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory, petoolbench_file) -> dict[int, Path]:
-    """Replay files standing for 3 checkpoints: step -> folder whose preds.jsonl answers the first
-    share of a seeded order right (the gold answer) and the rest with another record's gold."""
+def checkpoints(tmp_path_factory, petoolbench_file) -> tuple[dict[int, Path], np.ndarray]:
+    """Replay files standing for 8 checkpoints of known quality, and which records each gets right:
+    the simulation's own model of a training run (each record's ease shared by all checkpoints,
+    neighbours' mistakes correlated), drawn once; a right record answers the gold call, a wrong
+    one another record's gold."""
     root = tmp_path_factory.mktemp("race")
-    gold = gold_outputs(load_petoolbench(petoolbench_file, ["p"]))
+    records = load_petoolbench(petoolbench_file, ["p"])
+    gold = gold_outputs(records)
     wrong = gold.with_columns(pl.col("output").shift(1, fill_value=gold["output"][-1]))
-    order = np.random.default_rng(7).permutation(gold.height)
+    right = _race_sim().correctness(np.array(ACCURACY), np.random.default_rng(3))[:, :gold.height].astype(bool)
     folders = {}
-    for step, share in ((100, 0.45), (300, 0.72), (400, 0.64)):
-        right = np.zeros(gold.height, dtype=bool)
-        right[order[:int(share * gold.height)]] = True
-        answers = pl.concat([gold.filter(pl.Series(right)), wrong.filter(pl.Series(~right))])
+    for k, step in enumerate(STEPS):
+        answers = pl.concat([gold.filter(pl.Series(right[k])), wrong.filter(pl.Series(~right[k]))])
         folders[step] = write_predictions(answers, root / "train" / f"checkpoint-{step}" / "preds.jsonl").parent
-    return folders
+    return folders, right
 
 
 def _race(sweep: Path, folders: dict[int, Path], dataset: Path) -> list[str]:
@@ -123,10 +141,27 @@ def _race(sweep: Path, folders: dict[int, Path], dataset: Path) -> list[str]:
             f"dataset.path={dataset}", "dataset.settings=[p]", f"model.path={','.join(map(str, folders.values()))}"]
 
 
-def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tmp_path, checkpoints,
-                                                                                 petoolbench_file):
+def _predicted(right: np.ndarray, records: pl.DataFrame, sizes: list[int]) -> tuple[list[list[str]], float]:
+    """The race the simulation predicts on these checkpoints' known right and wrong records: each
+    round's stopped jobs, and the share of a full sweep's generations spent."""
+    index = {sid: i for i, sid in enumerate(records["sample_id"].to_list())}
+    alive, stops, spent, previous = [str(k) for k in range(len(right))], [], 0, 0
+    for number, size in enumerate(sizes, start=1):
+        ids = subsample(records, BENCHMARK, SimpleNamespace(subsample=size))["sample_id"].to_list()
+        rows = [index[i] for i in ids]
+        result = decide_round(number, size, {job: right[int(job), rows].astype(float) for job in alive}, True, 0.05,
+                              len(sizes))
+        spent, previous = spent + len(alive) * (size - previous), size
+        stops.append([d.job for d in result.decisions if d.stopped])
+        alive = [job for job in alive if job not in stops[-1]]
+    return stops, spent / right.size
+
+
+def test_a_race_over_eight_checkpoints_killed_after_its_first_round_picks_the_best_as_predicted(
+        tmp_path, checkpoints, petoolbench_file):
+    folders, right = checkpoints
     sweep = tmp_path / "sweep"
-    first = subprocess.Popen(_race(sweep, checkpoints, petoolbench_file), cwd=REPO, stdout=subprocess.DEVNULL,
+    first = subprocess.Popen(_race(sweep, folders, petoolbench_file), cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 600
@@ -139,8 +174,8 @@ def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tm
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     round_one = json.loads((sweep / "race.json").read_text())["rounds"][0]
-    logs = {k: (sweep / str(k) / "job.log").stat().st_mtime_ns for k in range(3)}
-    done = subprocess.run(_race(sweep, checkpoints, petoolbench_file), cwd=REPO, capture_output=True, text=True,
+    logs = {k: (sweep / str(k) / "job.log").stat().st_mtime_ns for k in range(len(STEPS))}
+    done = subprocess.run(_race(sweep, folders, petoolbench_file), cwd=REPO, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     race = json.loads((sweep / "race.json").read_text())
@@ -148,31 +183,35 @@ def test_a_race_killed_after_its_first_round_picks_the_best_as_its_rounds_say(tm
     stopped_first = [d["job"] for d in round_one["decisions"] if d["stopped"]]
     assert stopped_first and all((sweep / j / "job.log").stat().st_mtime_ns == logs[int(j)] for j in stopped_first), \
         "a job stopped in round 1 never ran again"
-    # every round's decisions, recomputed here from the jobs' own graded samples on that round's records
+    # what the simulation predicts from the checkpoints' known records is what the race did
     records = load_petoolbench(petoolbench_file, ["p"])
-    alive = ["0", "1", "2"]
+    stops, predicted_spend = _predicted(right, records, race["sizes"])
+    assert [[d["job"] for d in o["decisions"] if d["stopped"]] for o in race["rounds"]] == stops
+    best = str(STEPS.index(600))
+    assert race["rounds"][-1]["leader"] == best and best not in sum(stops, []), "checkpoint-600 is picked"
+    spent = sum(len(o["decisions"]) * (o["size"] - (race["sizes"][i - 1] if i else 0))
+                for i, o in enumerate(race["rounds"])) / (len(STEPS) * 1000)
+    print(f"race spent {spent:.1%} of a full sweep's generations (predicted {predicted_spend:.1%})")
+    assert spent == pytest.approx(predicted_spend) and spent < 0.75
+    # every round's decisions, recomputed from the jobs' own graded samples on that round's records
+    alive = [str(k) for k in range(len(STEPS))]
     for outcome in race["rounds"]:
         ids = subsample(records, BENCHMARK, SimpleNamespace(subsample=outcome["size"]))["sample_id"].to_list()
         scores = {job: job_scores(sweep / job)[0] for job in alive}
-        arrays = {job: np.array([scores[job][i] for i in ids]) for job in alive}
-        again = decide_round(outcome["round"], outcome["size"], arrays, True, 0.05, 2)
+        again = decide_round(outcome["round"], outcome["size"], {job: np.array([scores[job][i] for i in ids])
+                                                                 for job in alive}, True, 0.05, 2)
         assert again.leader == outcome["leader"]
         assert [(d.job, d.stopped) for d in again.decisions] == [(d["job"], d["stopped"]) for d in outcome["decisions"]]
         alive = [j for j in alive if j not in {d.job for d in again.decisions if d.stopped}]
-    assert "1" in alive and race["rounds"][-1]["leader"] == "1", "checkpoint-300 (72%) is picked"
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
     stopped = board.filter(status="stopped")
-    assert set(stopped["job"].to_list()) == {int(j) for o in race["rounds"] for j in
-                                             [d["job"] for d in o["decisions"] if d["stopped"]]}
+    assert set(stopped["job"].to_list()) == {int(j) for j in sum(stops, [])}
     assert stopped["reason"].str.contains("stopped at round").all() and (stopped["n"] < 1000).all()
     assert (sweep / "leaderboard.png").is_file(), "stopped jobs are partial points of the plot"
     assert "<h2>Race</h2>" in (sweep / "report.html").read_text(), "the report shows the race round by round"
-    assert board.filter(job=1)["n"].to_list() == [1000] and board.filter(job=1)["status"].to_list() == ["complete"]
-    spent = sum(len(o["decisions"]) * (o["size"] - (race["sizes"][i - 1] if i else 0))
-                for i, o in enumerate(race["rounds"])) / (3 * 1000)
-    print(f"race spent {spent:.0%} of a full sweep's generations")
-    assert spent < 1.0
-    compared = subprocess.run([sys.executable, "-m", "grading.compare", str(sweep / stopped_first[0]), str(sweep / "1")],
+    assert board.filter(job=int(best))["n"].to_list() == [1000]
+    assert board.filter(job=int(best))["status"].to_list() == ["complete"]
+    compared = subprocess.run([sys.executable, "-m", "grading.compare", str(sweep / stopped_first[0]), str(sweep / best)],
                               cwd=REPO, capture_output=True, text=True, timeout=120)
     assert compared.returncode == 0, compared.stderr
     assert "holds 250 of the other's 1000 samples; comparing those 250" in compared.stderr
@@ -225,7 +264,7 @@ def test_a_race_through_the_real_engine_generates_each_record_once_across_rounds
     tiny = pl.read_parquet(sweep / "2" / "samples.parquet")
     assert tiny.height == 24 and tiny["output_tokens"].min() > 0 and tiny["error"].is_null().all()
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
-    assert board.sort("job").select("status", "n").rows() == [("complete", 12), ("stopped", 6), ("complete", 12)]
+    assert board.sort("job").select("status", "n").rows() == [("complete", 24), ("stopped", 12), ("complete", 24)], "n: samples"
 
 
 def test_an_etapp_race_stops_the_clearly_worse_checkpoint_after_one_round_on_judge_scores(tmp_path, etapp_data):
