@@ -53,7 +53,11 @@ def _text(value: Any) -> str:
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):
+        pass
+    try:
         return repr(value)
+    except ValueError:  # an integer past Python's digit limit for text
+        return f"<a {type(value).__name__} too large to write>"
 
 
 def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
