@@ -180,7 +180,7 @@ repo, data, out = sys.argv[1:4]
 with initialize_config_dir(config_dir=f"{repo}/conf", version_base="1.3"):
     composed = compose(config_name="config", overrides=[
         "dataset=acebench", f"dataset.path={data}", "engine.cache=false", "engine.cpu_kvcache_gib=0.0625", "model.max_model_len=2048",
-        "decoding.max_new_tokens=64"])
+        "decoding.max_new_tokens=64", "decoding.constraint=outlines"])  # the engine's backend; the free pass sends no grammar
 cfg, benchmark = run_config(OmegaConf.to_container(composed, resolve=True))
 samples = load_samples(cfg, benchmark)
 lengths = [len(s) + len(u) for s, u in samples.select("system", "user").iter_rows()]
