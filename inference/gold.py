@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -36,10 +36,16 @@ def gold_output(tool: str | None, params: str, fmt: str, parser: str = DEFAULT_P
     return family.prefix + call + family.suffix
 
 
-def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER) -> pl.DataFrame:
-    """`{sample_id, output}` rows whose output is the gold answer in the given format."""
-    outputs = [gold_output(tool, params, fmt, parser)
-               for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
+def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER,
+                 written: Callable[[dict[str, Any]], str] | None = None) -> pl.DataFrame:
+    """`{sample_id, output}` rows whose output is the gold answer in the given format; `written`
+    is the benchmark's own writer of its answer format (`Benchmark.gold_answer`), for the
+    benchmark format."""
+    if written is not None and fmt != NATIVE_FORMAT:
+        outputs = [written(row) for row in samples.iter_rows(named=True)]
+    else:
+        outputs = [gold_output(tool, params, fmt, parser)
+                   for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
     return samples.select("sample_id").with_columns(pl.Series("output", outputs, dtype=pl.String))
 
 
@@ -94,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     except (DatasetError, ConfigError) as exc:
         parser.exit(2, f"toolsweep-gold: error: {exc}\n")
     fmt = args.format or benchmark.prompt_format
-    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser), args.out))
+    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser, benchmark.gold_answer), args.out))
 
 
 if __name__ == "__main__":

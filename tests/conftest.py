@@ -58,6 +58,12 @@ def toolspectrum_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def acebench_dir() -> Path:
+    """The real ACEBench data folder (data_all/data_en/...); skipped, saying so, where absent."""
+    return _shared("acebench")
+
+
+@pytest.fixture(scope="session")
 def etapp_data() -> Path:
     """The real ETAPP folder (TravelPlanner's tables beside it); skipped, saying so, where absent."""
     _shared("travelplanner")

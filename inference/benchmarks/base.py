@@ -86,6 +86,9 @@ class Benchmark:
     shard_key: Callable[[pl.DataFrame, Any], pl.Series] | None = None
     """(records, options) -> what keeps samples in one shard under `dataset.shards` (ETAPP: a
     case, or a user's cases under state=sequential); None: the sample id."""
+    gold_answer: Callable[[dict[str, Any]], str] | None = None
+    """(a sample row) -> its gold answer as the authors' answer format writes it, for `toolsweep-gold`
+    in the benchmark format (ACEBench: `[ApiName(key='value')]`); None: the JSON call."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],
