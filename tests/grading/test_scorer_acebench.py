@@ -1,4 +1,4 @@
-"""ACEBench's reading and normal checker (grading/acebench_checker.py) against the verdicts of
+"""ACEBench's reading and normal checker (grading/scorers/acebench/checker.py) against the verdicts of
 ACEBench's own evaluation, and the scorer's rows.
 
 `data/acebench_probes.json` holds answers written to probe one rule each, on cases of our own
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.acebench_checker import CRASH, grade_answer
+from grading.scorers.acebench.checker import CRASH, grade_answer
 from grading.scorers.acebench import NO_ANSWER, SCORER, grade
 
 PROBES = json.loads((Path(__file__).parent / "data" / "acebench_probes.json").read_text(encoding="utf-8"))

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import polars as pl
 
-from grading.acebench_checker import PY_TYPES
+from grading.scorers.acebench.checker import PY_TYPES
 from inference.benchmarks.base import Benchmark, raise_problems, read_jsonl, sample_row, sample_table
 from inference.config import DatasetConfig
 from inference.errors import DatasetError

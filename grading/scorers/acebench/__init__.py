@@ -1,5 +1,5 @@
 """ACEBench's `normal` scoring (normal_single_turn_eval), as its repository does it; the reading and
-the checker are grading/acebench_checker.py.
+the checker are grading/scorers/acebench/checker.py.
 
 `official`: the whole answer, every whitespace character removed, read as a Python list of calls
 (ACEBench's reader); a native-format answer is the calls the model family's parser read, each
@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from grading.acebench_checker import WRONG_FORMAT, Undecodable, check, decode
+from grading.scorers.acebench.checker import WRONG_FORMAT, Undecodable, check, decode
 from grading.readings import is_native, native_calls, robust_native_calls
 from grading.scoring import RowScorer, mean
 
