@@ -176,10 +176,10 @@ from inference.run import load_samples, run_config
 from inference.runinfo import Timer
 from inference.solvers import SolveContext, get_solver
 
-repo, data, out = sys.argv[1:4]
+repo, data, out, model = sys.argv[1:5]
 with initialize_config_dir(config_dir=f"{repo}/conf", version_base="1.3"):
     composed = compose(config_name="config", overrides=[
-        "dataset=acebench", f"dataset.path={data}", "engine.cache=false", "engine.cpu_kvcache_gib=0.0625", "model.max_model_len=2048",
+        "dataset=acebench", f"dataset.path={data}", "model=local", f"model.path={model}", "engine.cache=false", "engine.cpu_kvcache_gib=0.0625", "model.max_model_len=2048",
         "decoding.max_new_tokens=64", "decoding.constraint=outlines"])  # the engine's backend; the free pass sends no grammar
 cfg, benchmark = run_config(OmegaConf.to_container(composed, resolve=True))
 samples = load_samples(cfg, benchmark)
@@ -201,13 +201,14 @@ print("engines built:", len(built))
 
 @pytest.mark.vllm
 @pytest.mark.shared_data
-def test_vllm_gives_valid_rows_constrained_and_free(tmp_path, acebench_dir, embedded_model, scratch_env):
-    """The embedded model on the real engine, one start: the constrained answer is a call in
+def test_vllm_gives_valid_rows_constrained_and_free(tmp_path, acebench_dir, tiny_model, scratch_env):
+    """The tiny seeded model on the real engine (what is checked is the grammar's hold and the
+    rows, not the answers' quality), one start: the constrained answer is a call in
     ACEBench's format over the case's APIs (or cut at max_new_tokens), the free one whatever the
     model writes; both are graded rows, never a crash, an unreadable answer a wrong one."""
     from grading.scorers.acebench import grade
 
-    done = subprocess.run([sys.executable, "-c", _TWO_DECODINGS, str(REPO), str(acebench_dir), str(tmp_path)],
+    done = subprocess.run([sys.executable, "-c", _TWO_DECODINGS, str(REPO), str(acebench_dir), str(tmp_path), str(tiny_model)],
                           cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "engines built: 1" in done.stdout
