@@ -101,8 +101,27 @@ def write_sweep_report(sweep_dir: Path) -> Path:
             "n_jobs": jobs.height, "n_failed": jobs.filter(pl.col("status") == "failed").height,
             "jobs": [(job, labels[job]) for job in labels],
             "board": _table("leaderboard", header, rows, failed),
-            "race": _race_table(sweep_dir), "figures": figures}
+            "race": _race_table(sweep_dir), "against_first": _against_first(sweep_dir, board, labels),
+            "figures": figures}
     return _render("sweep.html.j2", page, sweep_dir / REPORT)
+
+
+def _against_first(sweep_dir: Path, board: pl.DataFrame, labels: Mapping[int, str]) -> dict[str, Any] | None:
+    """Each job against the first (against_first.parquet, written with the leaderboard), or None."""
+    from grading.scoring import get_scorer
+
+    path = sweep_dir / "against_first.parquet"
+    if not path.is_file():
+        return None
+    table = pl.read_parquet(path)
+    scorer = get_scorer(board.filter(pl.col("job") == 0)["scorer"].drop_nulls()[0])
+    header, rows = comparison_cells(table.drop("job"), scorer)
+    jobs = table["job"].to_list()
+    header = ["job", "configuration", *[h.replace("B vs A", "vs first").replace("a_only", "first only")
+                                         .replace("b_only", "job only") for h in header]]
+    rows = [[str(job), labels.get(job, ""), *row] for job, row in zip(jobs, rows)]
+    header[header.index("a")], header[header.index("b")] = "first job", "this job"
+    return _table("against_first", header, rows, [""] * len(rows))
 
 
 def _race_table(sweep_dir: Path) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from grading.plots import SCORED, plot_by_step, plottable
 from grading.race import race_outcomes
 from grading.repeats import repeat_columns
 from grading.report import markdown_table, write_table
-from grading.scoring import Scorer, metric_columns, scorer_of
+from grading.scoring import Scorer, metric_columns, primary_reading, scorer_of
 from grading.stats import metric_cis
 from grading.sweep import Job, find_jobs, job_step
 from grading.tables import board_scorers, leaderboard_cells
@@ -36,6 +36,7 @@ TAIL_SCHEMA: dict[str, pl.DataType] = {
     "prompts_per_s": pl.Float64, "output_tokens_per_s": pl.Float64,
     "status": pl.String, "reason": pl.String, "overrides": pl.String,
 }
+AGAINST_FIRST = "against_first.parquet"
 # Reading a job's files can fail in these ways; the job then shows as failed, with the error.
 _READ_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 
@@ -158,5 +159,39 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
         where = sweep_dir.resolve()
         title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
         paths.append(plot_by_step(stepped, metrics, sweep_dir / "leaderboard.png", title))
+    if (against := write_against_first(sweep_dir)) is not None:
+        paths.append(against)
     paths.append(write_sweep_report(sweep_dir))
     return paths
+
+
+def write_against_first(sweep_dir: Path) -> Path | None:
+    """against_first.parquet: every other scored job against the sweep's first job (the base model,
+    or the earliest checkpoint: how a guard benchmark such as BFCL is read), paired by sample, on
+    the scorer's headline metrics under its primary reading, per setting: the paired bootstrap
+    CI, McNemar's exact p and the verdict, as `toolsweep-compare` gives them. None (and no file)
+    where the first job has no samples or no other job does."""
+    from grading.compare import COMPARISON_SCHEMA, compare_runs
+    from grading.errors import GradingError
+
+    target = Path(sweep_dir) / AGAINST_FIRST
+    target.unlink(missing_ok=True)
+    jobs = [job for job in find_jobs(sweep_dir) if (job.path / "samples.parquet").is_file()]
+    if len(jobs) < 2 or jobs[0].number != 0:
+        return None
+    base = pl.read_parquet(jobs[0].path / "samples.parquet")
+    scorer = scorer_of(base)
+    shown = [m.name for m in scorer.metrics if m.headline] or [scorer.metrics[0].name]
+    frames = []
+    for job in jobs[1:]:
+        try:
+            comparison, _ = compare_runs(base, pl.read_parquet(job.path / "samples.parquet"))
+        except GradingError:
+            continue  # another scorer, or samples that cannot be paired: no row rather than a wrong one
+        frames.append(comparison.filter(pl.col("parser") == primary_reading(scorer), pl.col("metric").is_in(shown))
+                      .with_columns(pl.lit(job.number, dtype=pl.Int64).alias("job")))
+    if not frames:
+        return None
+    schema = {"job": pl.Int64, **COMPARISON_SCHEMA}
+    table = pl.concat(frames).select(list(schema))
+    return write_table(table, target, schema, {"toolsweep_against_first": {"scorer": scorer.name, "first_job": 0}})

@@ -137,6 +137,11 @@ def test_slurm_launcher_config_runs_through_submitit_local(tmp_path):
     assert (sweep / ".submitit").is_dir()
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="p", parser="official")
     assert board.sort("job")["tool_acc"].to_list() == [1.0, 0.5]
+    # each job against the first, paired by sample, as a guard benchmark is read
+    against = pl.read_parquet(sweep / "against_first.parquet").filter(setting="p", metric="tool_acc")
+    assert against.select("job", "n", "acc_a", "acc_b", "a_only", "b_only").row(0) == (1, 10, 1.0, 0.5, 5, 0)
+    assert against["p_value"][0] == pytest.approx(2 * 0.5**5) and against["verdict"][0] == "worse"
+    assert "<h2>Against the first job</h2>" in (sweep / "report.html").read_text()
 
 
 def test_slurm_config_composes_with_gpus_per_task_from_tensor_parallel():
