@@ -36,10 +36,15 @@ def gold_output(tool: str | None, params: str, fmt: str, parser: str = DEFAULT_P
     return family.prefix + call + family.suffix
 
 
-def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER) -> pl.DataFrame:
-    """`{sample_id, output}` rows whose output is the gold answer in the given format."""
-    outputs = [gold_output(tool, params, fmt, parser)
-               for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
+def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER,
+                 benchmark: Any = None) -> pl.DataFrame:
+    """`{sample_id, output}` rows whose output is the gold answer in the given format: the
+    benchmark's own gold writer where it has one (`Benchmark.gold`), else its one gold call."""
+    if benchmark is not None and benchmark.gold is not None:
+        outputs = [benchmark.gold(row, fmt, parser) for row in samples.iter_rows(named=True)]
+    else:
+        outputs = [gold_output(tool, params, fmt, parser)
+                   for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
     return samples.select("sample_id").with_columns(pl.Series("output", outputs, dtype=pl.String))
 
 
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     except (DatasetError, ConfigError) as exc:
         parser.exit(2, f"toolsweep-gold: error: {exc}\n")
     fmt = args.format or benchmark.prompt_format
-    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser), args.out))
+    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser, benchmark), args.out))
 
 
 if __name__ == "__main__":
