@@ -113,9 +113,31 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - BFCL's evaluation stops here; the verdict says so
             verdicts[probe["probe"]] = {"valid": False, "error_type": f"raises:{type(exc).__name__}"}
     out = {"bfcl_eval": importlib.metadata.version("bfcl-eval"), "python": sys.version.split()[0],
-           "made_by": "scripts/bfcl_reference_verdicts.py", "verdicts": verdicts}
+           "made_by": "scripts/bfcl_reference_verdicts.py", "verdicts": verdicts,
+           "system_prompts": _system_prompt_hashes(probes["cases"])}
     (DATA / "bfcl_reference_verdicts.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(f"{len(verdicts)} verdicts, {sum(v['valid'] for v in verdicts.values())} valid")
+
+
+def _system_prompt_hashes(cases: dict) -> dict:
+    """SHA-256 of BFCL's prompt-mode system turn for each probe case, as its generation builds it
+    (language hint added to the function docs, then `system_prompt_pre_processing_chat_model`),
+    without and with a system message of the question's own; not the texts themselves."""
+    import copy
+    import hashlib
+
+    from bfcl_eval.model_handler.utils import system_prompt_pre_processing_chat_model
+    from bfcl_eval.utils import add_language_specific_hint_to_function_doc
+
+    hashes = {}
+    for name, case in cases.items():
+        entry = add_language_specific_hint_to_function_doc([{"id": f"{case['category']}_0",
+                                                             "function": copy.deepcopy(case["function"])}])[0]
+        for own in (None, "Answer in French."):
+            messages = ([{"role": "system", "content": own}] if own else []) + [{"role": "user", "content": "hi"}]
+            system = system_prompt_pre_processing_chat_model(messages, entry["function"], entry["id"])[0]["content"]
+            hashes[f"{name}{'+own' if own else ''}"] = hashlib.sha256(system.encode("utf-8")).hexdigest()
+    return hashes
 
 
 if __name__ == "__main__":
