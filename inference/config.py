@@ -149,7 +149,7 @@ class EngineConfig:
 
     def constraint_problems(self, prefix: str, decoding: "DecodingConfig", answers: str) -> list[str]:
         """Every problem applying the role's `decoding.constraint` to its answers, which are
-        `answers` (JSON_ANSWER, CALLS_ANSWER or AGENT_TURN); every engine but a chat server's
+        `answers` (JSON_ANSWER, CALLS_ANSWER, AGENT_TURN or GRAMMAR_ANSWER); every engine but a chat server's
         applies them all."""
         return []
 
@@ -471,7 +471,8 @@ def _model_answers(cfg: ToolsweepConfig, benchmark: Any) -> str:
     if "turns" in benchmark.engine_answers:
         return AGENT_TURN
     if (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT:
-        return CALLS_ANSWER
+        # calls or plain text, as an agent's turn is, where the benchmark lets the answer hold no call
+        return AGENT_TURN if getattr(benchmark, "calls_optional", False) else CALLS_ANSWER
     return GRAMMAR_ANSWER if getattr(benchmark, "answer_grammar", False) else JSON_ANSWER
 
 

@@ -192,7 +192,10 @@ def test_replaying_real_gold_through_the_cli(tmp_path, bfcl_data):
     (["decoding.constraint=outlines"], "cannot apply the benchmark's answer grammar"),
     (["decoding.constraint=xgrammar", "engine=transformers"], "engine=transformers applies a constraint as a regex"),
     (["decoding.constraint=xgrammar", "engine=chat", "engine.base_url=http://127.0.0.1:1/v1"], "engine=chat cannot"),
-], ids=["outlines takes no grammar", "transformers applies regexes only", "a chat server takes no grammar"])
+    (["decoding.constraint=xgrammar", "prompt.format=native", "engine=chat", "engine.base_url=http://127.0.0.1:1/v1"],
+     "engine=chat cannot"),
+], ids=["outlines takes no grammar", "transformers applies regexes only", "a chat server takes no grammar",
+        "a chat server cannot allow text or calls"])
 def test_grammar_constraints_refused_where_they_cannot_apply(embedded_model, overrides, message):
     with pytest.raises(ConfigError, match=message):
         _validate(["dataset=bfcl", f"dataset.path={REPO}", *overrides])
