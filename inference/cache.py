@@ -126,8 +126,9 @@ def request_key(request: Request, context: dict[str, Any]) -> str:
     fields = {k: v for k, v in asdict(request).items() if k not in ("sample_id", "prompt")}
     if fields["sample_index"] == 0:  # a run's first sample keeps the key a one-sample run gives it
         del fields["sample_index"]
-    if fields["chat_json"] is None:  # caches written before the field existed stay valid
-        del fields["chat_json"]
+    for name in ("chat_json", "grammar"):  # caches written before these fields existed stay valid
+        if fields[name] is None:
+            del fields[name]
     fields["prompt"] = list(fields.pop("prompt_token_ids"))
     fields["schema"] = fields.pop("schema_json")
     payload = json.dumps({**fields, **context}, sort_keys=True, separators=(",", ":"))

@@ -29,6 +29,9 @@ PROMPT_FORMATS = (BENCHMARK_FORMAT, NATIVE_FORMAT)
 # one JSON object (a judge, a single-call answer in the benchmark's format), the model family's tool
 # calls (prompt.format=native), or an agent's turn (text or calls; one ReAct step).
 JSON_ANSWER, CALLS_ANSWER, AGENT_TURN = "json", "calls", "agent_turn"
+GRAMMAR_ANSWER = "grammar"
+"""A benchmark-format answer described by a Lark grammar (the benchmark's `answer_grammar`)."""
+GRAMMAR_CONSTRAINTS = ("xgrammar", "guidance")
 # Field metadata marking an option that changes what the model generates: every such field
 # enters the generation cache key (inference.generation.key_context), so none can be forgotten.
 OUTPUT = {"output": True}
@@ -149,7 +152,7 @@ class EngineConfig:
 
     def constraint_problems(self, prefix: str, decoding: "DecodingConfig", answers: str) -> list[str]:
         """Every problem applying the role's `decoding.constraint` to its answers, which are
-        `answers` (JSON_ANSWER, CALLS_ANSWER or AGENT_TURN); every engine but a chat server's
+        `answers` (JSON_ANSWER, CALLS_ANSWER, AGENT_TURN or GRAMMAR_ANSWER); every engine but a chat server's
         applies them all."""
         return []
 
@@ -175,6 +178,13 @@ class GeneratingEngineConfig(EngineConfig):
 
     loads_model = True
     needs_weights = True
+
+    def constraint_problems(self, prefix: str, decoding: "DecodingConfig", answers: str) -> list[str]:
+        if answers != GRAMMAR_ANSWER or decoding.constraint in ("none", *GRAMMAR_CONSTRAINTS):
+            return []
+        return [f"{prefix}decoding.constraint={decoding.constraint} cannot apply the benchmark's answer grammar (a Lark "
+                f"grammar; vLLM's outlines backend takes none): set {prefix}decoding.constraint to one of "
+                f"{list(GRAMMAR_CONSTRAINTS)}, or none"]
 
     def problems(self) -> list[str]:
         """Every invalid value of this engine's options."""
@@ -226,6 +236,12 @@ class VLLMEngineConfig(GeneratingEngineConfig):
 class TransformersEngineConfig(GeneratingEngineConfig):
     name: str = "transformers"
     target: str = "inference.engines.hf_transformers:TransformersEngine"
+
+    def constraint_problems(self, prefix: str, decoding: "DecodingConfig", answers: str) -> list[str]:
+        if answers != GRAMMAR_ANSWER or decoding.constraint == "none":
+            return []
+        return [f"{prefix}engine=transformers applies a constraint as a regex, and the benchmark's answer grammar is "
+                f"not one: set {prefix}decoding.constraint=none, or use engine=vllm with xgrammar or guidance"]
 
 
 @dataclass
@@ -457,7 +473,10 @@ def _model_answers(cfg: ToolsweepConfig, benchmark: Any) -> str:
     # a benchmark whose solvers take scripted turns (engine=script) runs an agent loop
     if "turns" in benchmark.engine_answers:
         return AGENT_TURN
-    return CALLS_ANSWER if (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT else JSON_ANSWER
+    if (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT:
+        # calls or plain text, as an agent's turn is, where the benchmark lets the answer hold no call
+        return AGENT_TURN if getattr(benchmark, "calls_optional", False) else CALLS_ANSWER
+    return GRAMMAR_ANSWER if getattr(benchmark, "answer_grammar", False) else JSON_ANSWER
 
 
 def _check_lora(cfg: ToolsweepConfig) -> list[str]:

@@ -37,12 +37,11 @@ def gold_output(tool: str | None, params: str, fmt: str, parser: str = DEFAULT_P
 
 
 def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER,
-                 written: Callable[[dict[str, Any]], str] | None = None) -> pl.DataFrame:
-    """`{sample_id, output}` rows whose output is the gold answer in the given format; `written`
-    is the benchmark's own writer of its answer format (`Benchmark.gold_answer`), for the
-    benchmark format."""
-    if written is not None and fmt != NATIVE_FORMAT:
-        outputs = [written(row) for row in samples.iter_rows(named=True)]
+                 benchmark: Any = None) -> pl.DataFrame:
+    """`{sample_id, output}` rows whose output is the gold answer in the given format: the
+    benchmark's own gold writer where it has one (`Benchmark.gold`), else its one gold call."""
+    if benchmark is not None and benchmark.gold is not None:
+        outputs = [benchmark.gold(row, fmt, parser) for row in samples.iter_rows(named=True)]
     else:
         outputs = [gold_output(tool, params, fmt, parser)
                    for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     except (DatasetError, ConfigError) as exc:
         parser.exit(2, f"toolsweep-gold: error: {exc}\n")
     fmt = args.format or benchmark.prompt_format
-    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser, benchmark.gold_answer), args.out))
+    print(write_predictions(gold_outputs(samples, fmt, args.tool_parser, benchmark), args.out))
 
 
 if __name__ == "__main__":

@@ -90,21 +90,30 @@ def render_chat(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict
     return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
 
 
+def chat_messages(row: dict[str, Any], native: bool) -> list[dict[str, Any]]:
+    """A sample's messages: its system turn (the benchmark format's, or the native one where it has
+    one), the chat's earlier turns (`prior_turns`, where the benchmark has them), the user turn."""
+    system = row["native_system"] if native else row["system"]
+    earlier = json.loads(row["prior_turns"]) if row.get("prior_turns") else []
+    # the benchmark format always has its system turn; the native one only where it has text
+    return [*([{"role": "system", "content": system}] if system or not native else []), *earlier,
+            {"role": "user", "content": row["user"]}]
+
+
 def render_one(row: dict[str, Any], tokenizer: Any, fold: bool, settings: PromptSettings) -> str:
     """One sample's prompt text, as the model's chat template renders it."""
     if not settings.native:
-        messages = [{"role": "system", "content": row["system"]}, {"role": "user", "content": row["user"]}]
-        return render_chat(tokenizer, messages, None, fold, True)
-    messages = [*([{"role": "system", "content": row["native_system"]}] if row["native_system"] else []),
-                {"role": "user", "content": row["user"]}]
-    return render_chat(tokenizer, messages, json.loads(row["tool_specs"]), fold, settings.template_tools)
+        return render_chat(tokenizer, chat_messages(row, False), None, fold, True)
+    return render_chat(tokenizer, chat_messages(row, True), json.loads(row["tool_specs"]), fold,
+                       settings.template_tools)
 
 
 def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettings) -> pl.DataFrame:
     """Add `prompt`, `prompt_token_ids`, `prompt_tokens`, `history_dropped` and `failure`."""
     fold = not template_has_system(tokenizer)
     budget = settings.max_model_len - settings.max_new_tokens
-    rows = samples.select("system", "native_system", "tool_specs", "user").iter_rows(named=True)
+    columns = ["system", "native_system", "tool_specs", "user", *(["prior_turns"] if "prior_turns" in samples.columns else [])]
+    rows = samples.select(columns).iter_rows(named=True)
     texts = [render_one(r, tokenizer, fold, settings)
              for r in progress(rows, "building prompts", samples.height, "prompt")]
     rendered = samples.with_columns(pl.Series("prompt", texts, dtype=pl.String))
@@ -165,16 +174,21 @@ def attach_schemas(samples: pl.DataFrame, constraint: str, max_string_chars: int
 
 
 def _schema_row(tools_json: str, allow_refusal: bool, max_string_chars: int | None,
-                native: CallFormat | None) -> tuple[str, str]:
+                native: CallFormat | None) -> tuple[str | None, str | None]:
     tools = json.loads(tools_json)
+    if not tools and (native is not None or not allow_refusal):
+        return None, None  # no tool to call: no call schema, the answer is decoded freely
     schema = call_schema(tools, allow_refusal) if native is None else native_call_schema(tools, native)
     schema = cap_strings(schema, max_string_chars)
     return compact_json(schema), schema_id(schema)
 
 
-def gold_fits(schema_json: str, gold_tool: str | None, gold_params: str, backend: str,
+def gold_fits(schema_json: str | None, gold_tool: str | None, gold_params: str, backend: str,
               native: CallFormat | None = None) -> bool:
-    """Whether the gold call is valid under the schema, with `backend`'s value bounds."""
+    """Whether the gold call is valid under the schema, with `backend`'s value bounds (False
+    without a schema: a sample with no tools)."""
+    if schema_json is None:
+        return False
     if native is not None:
         if gold_tool is None:
             return False

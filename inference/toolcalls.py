@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from inference.errors import ConfigError
 from inference.schemas import backend_schema, call_schema, compact_json, outlines_regex
 
 
@@ -110,21 +111,31 @@ def request_grammar(request: Any, backend: str) -> dict[str, Any] | None:
 def grammar_key(request: Any) -> tuple:
     """What decides a request's grammar: requests with equal keys share one compiled grammar."""
     return (request.schema_json, request.call_format, request.max_calls,
-            getattr(request, "calls_optional", False), getattr(request, "regex", None))
+            getattr(request, "calls_optional", False), getattr(request, "regex", None),
+            getattr(request, "grammar", None))
+
+
+GRAMMAR_BACKENDS = ("xgrammar", "guidance")
+"""The backends that take a Lark grammar (vLLM's `grammar` field); outlines takes none."""
 
 
 def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: int, optional: bool,
-                 regex: str | None, backend: str) -> dict[str, Any] | None:
+                 regex: str | None, grammar: str | None, backend: str) -> dict[str, Any] | None:
     """The structured-output constraint of a request under `backend`, as vLLM's
     `StructuredOutputsParams` fields (the in-process engine) or the server's `structured_outputs`
     request field (engine=openai): {"regex" | "json" | "structural_tag" | "grammar": ...}.
 
-    `regex` (one agent step) wins over the schema; `optional` lets the answer be plain text
-    instead of calls (an agent's final answer)."""
+    `regex` (one agent step) and `grammar` (a Lark grammar of a whole answer) win over the schema;
+    `optional` lets the answer be plain text instead of calls (an agent's final answer)."""
     if backend == "none":
         return None
     if regex is not None:
         return {"regex": regex}
+    if grammar is not None:
+        if backend not in GRAMMAR_BACKENDS:
+            raise ConfigError(f"decoding.constraint={backend} cannot apply a Lark grammar (the benchmark's answer "
+                              f"grammar); use one of {list(GRAMMAR_BACKENDS)}, or none")
+        return {"grammar": grammar}
     if schema_json is None:
         return None
     if optional and call_format is not None:

@@ -71,6 +71,12 @@ def etapp_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def bfcl_data() -> Path:
+    """The real BFCL data folder (question files and possible_answer/); skipped, saying so, where absent."""
+    return _shared("bfcl") / "data"
+
+
+@pytest.fixture(scope="session")
 def embedded_model() -> Path:
     """The embedded SmolLM2 folder, converted from the packaged GGUF if needed (never skipped)."""
     from inference.models import prepare_embedded_model

@@ -44,6 +44,11 @@ SAMPLE_TABLE_SCHEMA: dict[str, pl.DataType] = {
     "gold_tool": pl.String,   # null: the right answer is to refuse
     "gold_params": pl.String,  # canonical JSON ("null" for a refusal)
 }
+OPTIONAL_SAMPLE_COLUMNS: dict[str, pl.DataType] = {
+    "prior_turns": pl.String,  # JSON [{"role", "content"}]: a chat's turns between the system turn and `user`
+    "grammar": pl.String,      # a Lark grammar the benchmark-format answer must match (Benchmark.answer_grammar)
+}
+"""Columns a loader may add to any row (sample_row's `inputs`); the table has each that a row has."""
 _MAX_LISTED = 40
 
 
@@ -86,9 +91,15 @@ class Benchmark:
     shard_key: Callable[[pl.DataFrame, Any], pl.Series] | None = None
     """(records, options) -> what keeps samples in one shard under `dataset.shards` (ETAPP: a
     case, or a user's cases under state=sequential); None: the sample id."""
-    gold_answer: Callable[[dict[str, Any]], str] | None = None
-    """(a sample row) -> its gold answer as the authors' answer format writes it, for `toolsweep-gold`
-    in the benchmark format (ACEBench: `[ApiName(key='value')]`); None: the JSON call."""
+    answer_grammar: bool = False
+    """Its benchmark-format answer is not one JSON object but text its `grammar` column describes
+    (a Lark grammar per sample, applied under decoding.constraint=xgrammar or guidance)."""
+    calls_optional: bool = False
+    """Native format: an answer may hold no call (plain text) under a constraint too, where its
+    authors' prompt lets the model decline (otherwise a constrained answer holds 1..max_calls)."""
+    gold: Callable[[dict[str, Any], str, str], str] | None = None
+    """(sample row, answer format, tool parser) -> the gold answer's text, for `toolsweep-gold`,
+    where the gold is not the one call of `gold_tool` / `gold_params` (None: that call)."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],
@@ -131,7 +142,8 @@ def sample_table(rows: list[dict[str, Any]], settings: Iterable[str], limit: int
                            "rename the setting in the benchmark's loader")
     rank = {s: i for i, s in enumerate(settings)}
     schema = table_schema(scorer)
-    optional = set(getattr(get_scorer(scorer), "optional_inputs", ()))
+    schema.update({c: t for c, t in OPTIONAL_SAMPLE_COLUMNS.items() if c not in schema and any(c in r for r in rows)})
+    optional = set(getattr(get_scorer(scorer), "optional_inputs", ())) | set(OPTIONAL_SAMPLE_COLUMNS)
     lacking = sorted({c for r in rows for c in schema if c not in r and c not in optional})
     if lacking:
         raise DatasetError(f"rows lack columns {lacking} that scorer {scorer!r} reads; build them with "

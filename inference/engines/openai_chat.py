@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 
-from inference.config import AGENT_TURN, DecodingConfig
+from inference.config import AGENT_TURN, GRAMMAR_ANSWER, DecodingConfig
 from inference.console import marker, progress
 from inference.engines import EngineContext, Generation, Request, request_seed
 from inference.engines.openai_server import ServerEngineConfig, _call, server_identity
@@ -123,7 +123,12 @@ class ChatEngine:
 
     def _constraint(self, request: Request, tools: Optional[list[dict[str, Any]]]) -> dict[str, Any]:
         """The request fields that constrain the answer (none under decoding.constraint=none)."""
-        if self.constraint == "none" or (request.schema_json is None and request.regex is None):
+        if self.constraint == "none":
+            return {}
+        if request.grammar is not None:
+            raise UnsupportedConstraint(f"decoding.constraint={self.constraint} asks for the benchmark's answer grammar, "
+                                        "which a chat-completions server cannot apply; set decoding.constraint=none")
+        if request.schema_json is None and request.regex is None:
             return {}
         if request.regex is not None or request.calls_optional:
             raise UnsupportedConstraint(
@@ -238,6 +243,10 @@ class ChatEngineConfig(ServerEngineConfig):
         return self.local_template
 
     def constraint_problems(self, prefix: str, decoding: DecodingConfig, answers: str) -> list[str]:
+        if decoding.constraint != "none" and answers == GRAMMAR_ANSWER:
+            return [f"{prefix}engine=chat cannot apply {prefix}decoding.constraint={decoding.constraint} to the "
+                    "benchmark's answer grammar (a chat-completions server constrains only a whole JSON answer, or "
+                    f"forced tool calls); set {prefix}decoding.constraint=none, or use engine=openai or engine=vllm"]
         if decoding.constraint == "none" or answers != AGENT_TURN:
             return []
         return [f"{prefix}engine=chat cannot apply {prefix}decoding.constraint={decoding.constraint} to an agent's "

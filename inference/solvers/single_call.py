@@ -20,7 +20,8 @@ from inference.engines import Generation, Request
 from inference.errors import ConfigError
 from inference.failures import EMPTY_OUTPUT, ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
-from inference.prompts import PromptSettings, attach_schemas, drop_history, render_prompts, template_has_tools
+from inference.prompts import (PromptSettings, attach_schemas, chat_messages, drop_history, render_prompts,
+                               template_has_tools)
 from inference.solvers import SolveContext
 from inference.toolcalls import CallFormat, call_format, guess_parser
 
@@ -35,6 +36,8 @@ class PromptPlan:
     template_tools: bool | None = None
     """native: whether the chat template renders tools (False: toolsweep's tool block instead)."""
     max_calls: int = 1
+    calls_optional: bool = False
+    """native: a constrained answer may hold no call (the benchmark's `calls_optional`)."""
 
     @property
     def native(self) -> bool:
@@ -50,6 +53,7 @@ class PromptPlan:
         if not self.native:
             return {"format": self.format}
         return {"format": self.format, "tool_parser": self.tool_parser, "max_calls": self.max_calls,
+                **({"calls_optional": True} if self.calls_optional else {}),
                 "tools_in": "the chat template (tools=)" if self.template_tools
                 else "a tool block in the system turn (the chat template ignores tools=)"}
 
@@ -69,7 +73,7 @@ def plan_prompts(cfg: ToolsweepConfig, benchmark: Any, tokenizer: Any | None) ->
     if cfg.decoding.constraint != "none" and call_format(parser) is None:
         raise ConfigError(f"model.tool_parser={parser} has no grammar in toolsweep (constrained native decoding "
                           "knows hermes, llama3_json and mistral); use decoding.constraint=none with it")
-    return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls)
+    return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls, benchmark.calls_optional)
 
 
 def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | None,
@@ -96,10 +100,7 @@ def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | 
 
 def sample_chat(row: dict[str, Any], native: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """A sample's chat (messages, tools or None), as `prompts.render_one` builds it for the template."""
-    if not native:
-        return [{"role": "system", "content": row["system"]}, {"role": "user", "content": row["user"]}], None
-    system = [{"role": "system", "content": row["native_system"]}] if row["native_system"] else []
-    return [*system, {"role": "user", "content": row["user"]}], json.loads(row["tool_specs"])
+    return chat_messages(row, native), json.loads(row["tool_specs"]) if native else None
 
 
 def attach_chats(prompts: pl.DataFrame, plan: PromptPlan, generator: Any) -> pl.DataFrame:
@@ -107,7 +108,9 @@ def attach_chats(prompts: pl.DataFrame, plan: PromptPlan, generator: Any) -> pl.
     shortened as its rendered prompt was, under decoding.drop_oldest_history)."""
     column = "native_system" if plan.native else "system"
     chats = []
-    for row in prompts.select("system", "native_system", "tool_specs", "user", "history_dropped").iter_rows(named=True):
+    columns = ["system", "native_system", "tool_specs", "user", "history_dropped",
+               *(["prior_turns"] if "prior_turns" in prompts.columns else [])]
+    for row in prompts.select(columns).iter_rows(named=True):
         if row["history_dropped"]:
             row[column] = drop_history(row[column] or "", row["history_dropped"])
         chats.append(generator.chat(*sample_chat(row, plan.native)))
@@ -115,16 +118,21 @@ def attach_chats(prompts: pl.DataFrame, plan: PromptPlan, generator: Any) -> pl.
 
 
 def requests_for(prompts: pl.DataFrame, constraint: str, plan: PromptPlan) -> list[Request]:
-    """One request per sample that has not already failed (too_long)."""
+    """One request per sample that has not already failed (too_long). A benchmark-format answer
+    with a `grammar` column is constrained by its grammar, not by the call schema."""
     fmt = plan.call_format
     chats = "chat_json" in prompts.columns
+    grammars = "grammar" in prompts.columns and not plan.native and constraint != "none"
+    extra = [*(["chat_json"] if chats else []), *(["grammar"] if grammars else [])]
     return [Request(sample_id=row["sample_id"], prompt=row["prompt"],
                     prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
-                    schema_json=None if constraint == "none" else row["schema_json"],
+                    schema_json=None if constraint == "none" or grammars else row["schema_json"],
                     call_format=fmt.parser if fmt else None, max_calls=plan.max_calls,
-                    sample_index=row["sample_index"], chat_json=row["chat_json"] if chats else None)
+                    calls_optional=plan.native and plan.calls_optional,
+                    sample_index=row["sample_index"], chat_json=row["chat_json"] if chats else None,
+                    grammar=row["grammar"] if grammars else None)
             for row in prompts.select("sample_id", "prompt", "prompt_token_ids", "schema_json", "failure",
-                                      "sample_index", *(["chat_json"] if chats else []))
+                                      "sample_index", *extra)
             .iter_rows(named=True) if row["failure"] is None]
 
 

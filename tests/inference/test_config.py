@@ -26,6 +26,7 @@ REQUIRED = {"model=local": ["model.path=/models/x"], "dataset=petoolbench": [f"d
             "dataset=toolspectrum": [f"dataset.path={REPO}/datasets/toolspectrum_sample"],
             "dataset=etapp": [f"dataset.path={SHARED_DATA / 'etapp'}"],
             "dataset=acebench": [f"dataset.path={SHARED_DATA / 'acebench'}"],
+            "dataset=bfcl": [f"dataset.path={SHARED_DATA / 'bfcl' / 'data'}"],
             "engine=replay": ["engine.predictions=/tmp/p.jsonl"],
             "engine=script": ["engine.script=/tmp/turns.jsonl"],
             "engine=openai": ["engine.base_url=http://127.0.0.1:1/v1"],

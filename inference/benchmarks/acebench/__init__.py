@@ -19,7 +19,7 @@ from typing import Any, Optional
 import polars as pl
 
 from grading.scorers.acebench.checker import PY_TYPES
-from inference.benchmarks.base import Benchmark, raise_problems, read_jsonl, sample_row, sample_table
+from inference.benchmarks.base import NATIVE_FORMAT, Benchmark, raise_problems, read_jsonl, sample_row, sample_table
 from inference.config import DatasetConfig
 from inference.errors import DatasetError
 from . import texts
@@ -163,7 +163,12 @@ def load_acebench(path: Path, settings: tuple[str, ...], limit: int | None = Non
     return sample_table(rows, settings, limit, SCORER)
 
 
-def _gold_answer(row: dict[str, Any]) -> str:
+def _gold_answer(row: dict[str, Any], fmt: str, parser: str) -> str:
+    """ACEBench's `[ApiName(key='value')]` in its own format; the one gold call in the native one."""
+    if fmt == NATIVE_FORMAT:
+        from inference.gold import gold_output
+
+        return gold_output(row["gold_tool"], row["gold_params"], fmt, parser)
     return gold_answer(json.loads(row["ground_truth"]))
 
 
@@ -182,6 +187,6 @@ def _check(cfg: Any) -> list[str]:
 
 BENCHMARK = Benchmark(name="acebench", settings=SETTINGS, load=load_acebench, scorer=SCORER,
                       solvers=("inference.benchmarks.acebench.solver",), options=AceBenchOptions, check=_check,
-                      gold_answer=_gold_answer,
+                      gold=_gold_answer,
                       path_hint="an ACEBench checkout, or a folder with data_all/data_en/data_normal_preference.json "
                                 "and its possible_answer file")

@@ -1,0 +1,140 @@
+"""BFCL's decoding and AST checker as reimplemented: verdicts equal BFCL's own code's on probe
+answers (tests/grading/data/bfcl_reference_verdicts.json, written by
+scripts/bfcl_reference_verdicts.py running BFCL's package), and one test per rule besides."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grading.scorers.bfcl.checker import check, check_call, expected_name, standardize
+from grading.scorers.bfcl.decoding import decode_hermes_fc, decode_listed, decode_prompting, has_call
+from grading.scorers.bfcl import CODES, _summary, grade, leaderboard_figures
+
+DATA = Path(__file__).parent / "data"
+PROBES = json.loads((DATA / "bfcl_probes.json").read_text(encoding="utf-8"))
+REFERENCE = json.loads((DATA / "bfcl_reference_verdicts.json").read_text(encoding="utf-8"))
+
+
+def probe_row(case: dict, output: str | None, native: bool, failure: str | None = None) -> dict:
+    return {"setting": case["category"], "output": output, "failure": failure,
+            "prompt_format": "native" if native else "benchmark", "calls": None, "call_reader": "bfcl_hermes",
+            "functions": json.dumps(case["function"]),
+            "possible_answer": None if case["ground_truth"] is None else json.dumps(case["ground_truth"])}
+
+
+@pytest.mark.parametrize("probe", PROBES["probes"], ids=[f"{p['probe']}-{p['why']}" for p in PROBES["probes"]])
+def test_verdict_equals_bfcls_own(probe):
+    """Right or wrong, and BFCL's error type; where BFCL's checker raises, a checker_error."""
+    got = grade("official", probe_row(PROBES["cases"][probe["case"]], probe["output"], probe["format"] == "fc"))
+    expected = REFERENCE["verdicts"][probe["probe"]]
+    assert got["correct"] == expected["valid"], (probe, got, expected)
+    if (expected["error_type"] or "").startswith("raises:"):
+        assert got["error_type"].startswith("checker_error:"), got
+    else:
+        assert got["error_type"] == expected["error_type"], (probe, got)
+
+
+def test_the_reference_covers_every_probe_and_both_outcomes():
+    verdicts = REFERENCE["verdicts"]
+    assert set(verdicts) == {p["probe"] for p in PROBES["probes"]} and len(verdicts) >= 100
+    assert REFERENCE["bfcl_eval"] == "2026.3.23"
+    assert 30 < sum(v["valid"] for v in verdicts.values()) < len(verdicts) - 30
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("April 1, 2024", "april12024"), ("New-York_City", "newyorkcity"), ("it's", 'it"s'), ("a\tb", "a\tb"),
+], ids=["spaces and commas", "dashes and underscores", "single quote to double", "tab kept"])
+def test_standardize(text, expected):
+    assert standardize(text) == expected
+
+
+def test_dots_become_underscores_only_for_flagged_models():
+    assert expected_name("spotify.play", False) == "spotify.play"
+    assert expected_name("spotify.play", True) == "spotify_play"
+    function = {"name": "spotify.play", "parameters": {"properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+    assert check_call(function, {"spotify_play": {"a": 1}}, {"spotify.play": {"a": [1]}}, True).valid
+    assert not check_call(function, {"spotify_play": {"a": 1}}, {"spotify.play": {"a": [1]}}, False).valid
+
+
+def test_an_expected_function_the_case_lacks_is_a_checker_error_not_a_crash():
+    verdict = check("live_multiple", [{"name": "a", "parameters": {"properties": {}, "required": []}}],
+                    [{"a": {}}], [{"b": {}}])
+    assert not verdict.valid and verdict.error_type == "checker_error:TypeError"
+
+
+@pytest.mark.parametrize("text", ["[f(x=9**9**9)]", "[f(x='a'*10**9)]", "[f(x=1<<10**9)]"],
+                         ids=["power", "repetition", "shift"])
+def test_huge_arithmetic_is_undecodable_at_once(text):
+    """BFCL `eval`s arithmetic; toolsweep evaluates literals only, within bounds."""
+    started = time.perf_counter()
+    assert not decode_prompting(text).ok
+    assert time.perf_counter() - started < 1
+
+
+def test_arithmetic_over_names_is_undecodable():
+    assert decode_prompting("[f(x=1+1)]").calls == [{"f": {"x": 2}}]
+    assert not decode_prompting("[f(x=len('ab')+1)]").ok  # BFCL's eval would give 3
+
+
+def test_hermes_reader_needs_exact_newlines_and_skips_bad_blocks():
+    ok = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    assert decode_hermes_fc(ok).calls == [{"f": {"a": 1}}]
+    assert decode_hermes_fc(ok.replace("\n", "")).calls == []
+    assert decode_hermes_fc(ok + "\n<tool_call>\n{bad}\n</tool_call>").calls == [{"f": {"a": 1}}]
+    assert not decode_hermes_fc('<tool_call>\n{"name": "f"}\n</tool_call>').ok
+
+
+def test_other_families_are_read_from_the_parsers_calls():
+    assert decode_listed([{"name": "f", "arguments": {"a": 1}}]).calls == [{"f": {"a": 1}}]
+    assert not decode_listed([{"name": "f", "arguments": "a=1"}]).ok
+    assert not decode_listed(None).ok
+
+
+@pytest.mark.parametrize("text,called", [("[]", False), ("", False), ("no", False), ("[f()]", True), ("f(a=1)", True)],
+                         ids=["empty list", "empty text", "prose", "call without arguments", "bare call"])
+def test_a_call_is_what_decodes_to_a_non_empty_list(text, called):
+    assert has_call(decode_prompting(text)) is called
+
+
+CASE = PROBES["cases"]["chat"]
+
+
+@pytest.mark.parametrize("failure,output,correct", [
+    ("too_long", None, True), ("engine_error", None, True), ("missing", None, False), ("length", "[weather.get(ci", True),
+    ("empty_output", "", True),
+], ids=["too long: BFCL grades its error text", "engine error likewise", "a missing replay is wrong",
+        "a cut answer is graded on its text", "an empty answer is no call"])
+def test_failed_rows_are_graded_as_bfcl_grades_them(failure, output, correct):
+    assert grade("official", probe_row(CASE, output, False, failure))["correct"] is correct
+
+
+def test_summary_is_unweighted_for_non_live_weighted_for_live_and_none_across():
+    def codes(pairs):
+        return np.array([CODES[c] for c, n in pairs for _ in range(n)], dtype=float)
+
+    non_live = [("simple_python", 4), ("multiple", 1)]
+    correct = np.array([1, 1, 1, 1, 0], dtype=float)
+    assert _summary(correct, codes(non_live)) == pytest.approx(0.5)   # mean of 1.0 and 0.0
+    live = [("live_simple", 4), ("live_multiple", 1)]
+    assert _summary(correct, codes(live)) == pytest.approx(0.8)       # 4 of 5
+    assert _summary(correct, codes([("simple_python", 4), ("live_simple", 1)])) is None
+
+
+def test_leaderboard_figures_follow_bfcls_table():
+    scores = {"simple_python": (0.9, 400), "multiple": (0.8, 200), "parallel": (0.7, 200),
+              "parallel_multiple": (0.6, 200), "irrelevance": (0.5, 240), "live_simple": (0.4, 258),
+              "live_multiple": (0.3, 1053), "live_parallel": (0.2, 16), "live_parallel_multiple": (0.1, 24),
+              "live_irrelevance": (0.6, 884), "live_relevance": (0.75, 16)}
+    figures = leaderboard_figures(scores)
+    assert figures["non_live_simple"] is None and figures["non_live_ast_summary"] is None  # Java/JS absent
+    assert figures["non_live_overall"] == pytest.approx((0.9 / 3 + 0.8 + 0.7 + 0.6) / 4)
+    live = (0.4 * 258 + 0.3 * 1053 + 0.2 * 16 + 0.1 * 24) / 1351
+    assert figures["live_ast_summary"] == figures["live_overall"] == pytest.approx(live)
+    assert figures["irrelevance"] == pytest.approx(0.55) and figures["relevance"] == 0.75
+    assert figures["multi_turn_overall"] == 0.0
+    assert figures["overall"] == pytest.approx((figures["non_live_overall"] + live + 0.55) / 10)
