@@ -66,7 +66,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 model: install
-	$(BIN)/toolsweep-prepare-model
+	$(BIN)/toolsweep prepare-model
 
 demo: model
 	$(BIN)/toolsweep

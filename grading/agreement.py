@@ -1,7 +1,7 @@
-"""`toolsweep-agreement RUN_OR_SWEEP_A RUN_OR_SWEEP_B`: do two judges score the same trajectories alike?
+"""`toolsweep agreement RUN_OR_SWEEP_A RUN_OR_SWEEP_B`: do two judges score the same trajectories alike?
 
 The two runs (or sweeps) hold the same agent trajectories judged by two judges (e.g. a sweep
-over `roles.judge.model.path=A,B`, or `toolsweep-judge` with another judge). Per judge dimension:
+over `roles.judge.model.path=A,B`, or `toolsweep judge` with another judge). Per judge dimension:
 quadratic-weighted Cohen's kappa (scikit-learn), Krippendorff's alpha, ordinal (`krippendorff`),
 exact and within-1 agreement and the mean difference (B - A), each with a bootstrap 95% CI over
 cases; per key point, the agreement of the 0/1/2 scores. Given two sweeps, job i of A is paired
@@ -52,7 +52,7 @@ def judged_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFra
             raise GradingError(f"samples of run {name} lack {missing}: pass runs of a judged benchmark (ETAPP)")
     paired = samples_a.select(columns).join(samples_b.select(columns), on="sample_id", suffix="_b")
     if paired.height == 0:
-        raise GradingError("runs A and B share no sample: judge the same agent run twice (toolsweep-judge RUN_DIR "
+        raise GradingError("runs A and B share no sample: judge the same agent run twice (toolsweep judge RUN_DIR "
                            "roles.judge.model.path=...) or sweep roles.judge.model.path=A,B")
     scored = [pl.col(f"judge_{d}{s}").is_not_null() for d in DIMENSIONS for s in ("", "_b")]
     return paired.filter(pl.all_horizontal(scored))
@@ -187,8 +187,8 @@ def format_agreement(table: pl.DataFrame) -> str:
     return markdown_table(*agreement_cells(table))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="toolsweep-agreement", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "toolsweep-agreement") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path, help="run or sweep judged by judge A")
     parser.add_argument("b", type=Path, help="the same trajectories judged by judge B")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: B/agreement_vs_<A's name>)")
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table, ranked, warnings = compare_judges(args.a, args.b)
     except GradingError as exc:
-        print(f"toolsweep-agreement: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     out = args.out or (args.b / f"agreement_vs_{args.a.resolve().name}")
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""`toolsweep-compare RUN_A RUN_B`: is run B better than run A on the same samples, or is it noise?
+"""`toolsweep compare RUN_A RUN_B`: is run B better than run A on the same samples, or is it noise?
 
 Samples are paired by sample_id (by record, each grade averaged over its samples, where a run
 has several per record: decoding.samples), so each difference comes with a paired bootstrap 95% CI and
@@ -92,7 +92,7 @@ def _swap_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.Da
     common = set(samples_a["sample_id"]) & set(samples_b["sample_id"])
     dropped = samples_a.height + samples_b.height - 2 * len(common)
     if dropped:
-        print(f"toolsweep-compare: one run has dataset.history=swap; comparing the {len(common)} samples both hold "
+        print(f"toolsweep compare: one run has dataset.history=swap; comparing the {len(common)} samples both hold "
               f"({dropped} without a counterfactual left out)", file=sys.stderr)
     keep = pl.col("sample_id").is_in(list(common))
     return samples_a.filter(keep), samples_b.filter(keep)
@@ -135,7 +135,7 @@ def _pair(samples_a: pl.DataFrame, samples_b: pl.DataFrame, scorer: Scorer) -> p
         # one run's samples inside the other's (a racing sweep's stopped job, a dataset.subsample or
         # a smaller dataset.limit): paired on the samples both hold, said
         common = ids_a & ids_b
-        print(f"toolsweep-compare: run {'A' if len(ids_a) < len(ids_b) else 'B'} holds {len(common)} of the other's "
+        print(f"toolsweep compare: run {'A' if len(ids_a) < len(ids_b) else 'B'} holds {len(common)} of the other's "
               f"{max(len(ids_a), len(ids_b))} samples; comparing those {len(common)}", file=sys.stderr)
         samples_a = samples_a.filter(pl.col("sample_id").is_in(list(common)))
         samples_b = samples_b.filter(pl.col("sample_id").is_in(list(common)))
@@ -166,7 +166,7 @@ def _check_table(name: str, frame: pl.DataFrame, grades: list[str]) -> None:
     missing = [c for c in ("sample_id", "setting", *grades) if c not in frame.columns]
     if missing:
         raise GradingError(f"samples of run {name} lack columns {missing}; pass a graded samples.parquet "
-                           "(re-grade an old run with toolsweep-grade RUN_DIR)")
+                           "(re-grade an old run with toolsweep grade RUN_DIR)")
     if frame.height == 0:
         raise GradingError(f"samples of run {name} are empty: there is nothing to compare")
 
@@ -260,9 +260,9 @@ def write_comparison(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Pat
             write_compare_report(comparison, flips, out_dir, run_a, run_b)]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "toolsweep-compare") -> int:
     """Console entry point: compare two runs, write the tables, print the Markdown table."""
-    parser = argparse.ArgumentParser(prog="toolsweep-compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("run_a", type=Path, help="baseline run dir (or sweep job dir)")
     parser.add_argument("run_b", type=Path, help="run dir compared against RUN_A")
     parser.add_argument("--out", type=Path, default=None,
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = write_comparison(comparison, flips, out, args.run_a, args.run_b)
         moves = history_moves(samples_a, samples_b, scorer_of(samples_a).readings)
     except GradingError as exc:
-        print(f"toolsweep-compare: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print(format_comparison(comparison, scorer_of(samples_a)))
     if moves.height:

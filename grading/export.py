@@ -1,4 +1,4 @@
-"""`toolsweep-export SWEEP_OR_RUN --to tensorboard|wandb|mlflow|trackio`: a sweep's numbers in an
+"""`toolsweep export SWEEP_OR_RUN --to tensorboard|wandb|mlflow|trackio`: a sweep's numbers in an
 experiment tracker, at each checkpoint's training step, beside the training curves.
 
 Export reads finished outputs only (the leaderboard's rows, with their bootstrap CIs, and each
@@ -141,10 +141,10 @@ def _dig(facts: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`toolsweep-export SWEEP_OR_RUN --to TRACKER [destination options]`."""
+def main(argv: list[str] | None = None, prog: str = "toolsweep-export") -> None:
+    """`toolsweep export SWEEP_OR_RUN --to TRACKER [destination options]`."""
     parser = argparse.ArgumentParser(
-        prog="toolsweep-export", description="Write a sweep's (or a run's) metrics into an experiment tracker, "
+        prog=prog, description="Write a sweep's (or a run's) metrics into an experiment tracker, "
         "offline, at each checkpoint's training step; a second export replaces the first.")
     parser.add_argument("path", type=Path, help="a sweep dir (toolsweep -m) or a run dir")
     parser.add_argument("--to", required=True, choices=TRACKERS)
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
                            tracking_uri=args.tracking_uri, run_id=args.run_id):
             print(line)
     except GradingError as exc:
-        print(f"toolsweep-export: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -153,7 +153,7 @@ def write_compare_report(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir:
 
 def write_agreement_report(cells: tuple[Sequence[str], Sequence[Sequence[str]]], ranked: pl.DataFrame | None,
                            warnings: Sequence[str], out_dir: Path, run_a: Path, run_b: Path) -> Path:
-    """OUT/report.html of toolsweep-agreement: the agreement table (its header and text rows)
+    """OUT/report.html of toolsweep agreement: the agreement table (its header and text rows)
     and, for sweeps, the ranking."""
     header, rows = cells
     ranking = None

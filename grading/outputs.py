@@ -1,6 +1,6 @@
 """A run's graded outputs, written the one way every entry point writes them.
 
-`toolsweep` and `toolsweep-judge` (at the end of a run) and `toolsweep-grade` (on a finished
+`toolsweep` and `toolsweep judge` (at the end of a run) and `toolsweep grade` (on a finished
 run) all call `write_graded`: grade with the scorer the rows name, summarize with the scorer's
 metrics and subsets, then samples.parquet, metrics.parquet, slices.parquet, passk.parquet (runs
 of several samples per record), metrics.md and report.html.

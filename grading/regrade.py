@@ -1,4 +1,4 @@
-"""`toolsweep-grade RUN_DIR`: re-grade a finished run, or every complete job of a sweep.
+"""`toolsweep grade RUN_DIR`: re-grade a finished run, or every complete job of a sweep.
 
 Grading needs only the stored outputs, so a grader fix (or a new parser) can be applied to
 old runs without the model. The Parquet run facts of the original files are kept.
@@ -22,7 +22,7 @@ from grading.sweep import find_jobs, is_sweep_dir
 
 
 Refresh = Callable[[pl.DataFrame, Path], pl.DataFrame]
-"""(samples, run dir) -> samples with columns a newer loader adds (the `toolsweep-grade` entry
+"""(samples, run dir) -> samples with columns a newer loader adds (the `toolsweep grade` entry
 point in inference/ passes one that reads the benchmark's files; grading never imports them)."""
 
 
@@ -49,15 +49,15 @@ def regrade_sweep(sweep_dir: Path, refresh: Optional[Refresh] = None) -> list[Pa
     return write_leaderboard(sweep_dir)
 
 
-def main(argv: list[str] | None = None, refresh: Optional[Refresh] = None) -> int:
+def main(argv: list[str] | None = None, refresh: Optional[Refresh] = None, prog: str = "toolsweep-grade") -> int:
     """Console entry point: re-grade a run dir or a sweep dir and print the result."""
-    parser = argparse.ArgumentParser(prog="toolsweep-grade", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a run dir (with samples.parquet) or a sweep dir")
     args = parser.parse_args(argv)
     try:
         print(_regrade(args.run_dir, refresh))
     except GradingError as exc:
-        print(f"toolsweep-grade: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

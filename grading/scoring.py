@@ -188,7 +188,7 @@ class RowScorer:
     """Inputs stored with their own type in samples.parquet (the others are JSON text)."""
     optional_inputs: tuple[str, ...] = ()
     """Columns read when the table has them (a run written before its loader added them lacks
-    them; `toolsweep-grade` adds them from the benchmark's files)."""
+    them; `toolsweep grade` adds them from the benchmark's files)."""
     slices: tuple[Slice, ...] = ()
     """The cuts its data supports (slices.parquet); every scorer also gets prompt-token bands."""
     subsets: Mapping[str, str] = field(default_factory=dict)

@@ -18,8 +18,8 @@ import yaml
 from grading.errors import GradingError
 
 NO_JOB_JSON = "no job.json: the job did not start or was killed"
-# The one step pattern: inference.sweep (toolsweep-checkpoints) reads steps through parse_step
-# too, so the leaderboard orders checkpoints as toolsweep-checkpoints lists them.
+# The one step pattern: inference.sweep (toolsweep checkpoints) reads steps through parse_step
+# too, so the leaderboard orders checkpoints as toolsweep checkpoints lists them.
 _STEP = re.compile(r"(?:checkpoint|global_step|step)[-_]?(\d+)$", re.IGNORECASE)
 
 

@@ -1,4 +1,4 @@
-"""The four trackers `toolsweep-export` writes to, each offline and each around its own trap.
+"""The four trackers `toolsweep export` writes to, each offline and each around its own trap.
 
 Every key is `toolsweep/<setting>/<reading>/<metric>` (CI bounds: `..._low`, `..._high`), so the
 points never collide with a training run's own. Points go in ascending step (grading/export.py

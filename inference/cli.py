@@ -30,6 +30,7 @@ from inference.run import evaluate, prepare_models, run_config  # noqa: E402
 from inference.runinfo import run_dir_lock  # noqa: E402
 from inference.slurm import register as register_slurm_resolvers  # noqa: E402
 from inference.sweep import CHILD_FLAG, gpu_slots, run_child_job  # noqa: E402
+from inference.verbs import RUN, dispatch, verb_lines, verb_named  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF = REPO_ROOT / "conf"
@@ -40,8 +41,12 @@ register_configs()
 register_slurm_resolvers()
 HELP = """toolsweep: batch evaluation of (personalized) tool-calling LLMs on local models.
 
-  toolsweep [group=option ...] [key=value ...]     one run into outputs/DATE/TIME
-  toolsweep -m model.path=A,B ...                  a sweep: one job per combination, then a leaderboard
+  toolsweep [run] [group=option ...] [key=value ...]   one run into outputs/DATE/TIME
+  toolsweep [run] -m model.path=A,B ...                a sweep: one job per combination, then a leaderboard
+  toolsweep VERB --help                                each verb's own options
+
+Verbs:
+{verbs}
 
 Groups (conf/<group>/<option>.yaml):
 {groups}
@@ -51,8 +56,7 @@ Common keys: model.path=/local/model  dataset.path=/data  dataset.limit=N  datas
 A benchmark's own options are dataset.* (see its conf/dataset YAML); the models it uses besides
 the evaluated one are roles.<name>.* (ETAPP: roles.judge.model.path=..., engine@roles.judge.engine=openai).
 
-Related commands: toolsweep-grade RUN_OR_SWEEP_DIR, toolsweep-judge RUN_DIR [key=value ...],
-toolsweep-compare A B, toolsweep-checkpoints DIR, toolsweep-gold, toolsweep-prepare-model.
+The commands of earlier releases (toolsweep grade, toolsweep compare, ...) still run their verb.
 Hydra's own options: toolsweep --hydra-help. The full composed config: toolsweep --cfg job.
 """
 
@@ -65,7 +69,7 @@ def help_text() -> str:
             options = sorted(f.stem for f in sub.glob("*.yaml"))
             if options:
                 lines.append(f"  {sub.relative_to(CONF).as_posix()}: {', '.join(options)}")
-    return HELP.format(groups="\n".join(lines))
+    return HELP.format(groups="\n".join(lines), verbs=verb_lines())
 
 
 def run(resolved: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -99,11 +103,15 @@ def hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    """`toolsweep`: our --help (what toolsweep is, the groups to choose from), else Hydra's app."""
-    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+    """`toolsweep`: a verb's entry point (inference/verbs.py), our --help (the verbs, the groups to
+    choose from), else Hydra's app (a bare `toolsweep key=value ...`, or `toolsweep run ...`)."""
+    argv = sys.argv[1:]
+    if argv and verb_named(argv[0]) is not None and argv[0] != RUN:
+        sys.exit(dispatch(argv, hydra_main) or 0)
+    if any(a in ("--help", "-h") for a in argv):
         print(help_text())
         return
-    hydra_main()
+    dispatch(argv, hydra_main)
 
 
 if __name__ == "__main__":

@@ -308,7 +308,7 @@ class RoleConfig:
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     enabled: bool = True
     """False: the solvers of this role do not run (their columns stay empty); a later
-    `toolsweep-judge RUN_DIR` runs them on the stored outputs of the others."""
+    `toolsweep judge RUN_DIR` runs them on the stored outputs of the others."""
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The end of every run: grade, write the reports and run.json's facts, apply the error budget.
 
-Shared by `toolsweep` and `toolsweep-judge`; the grading and writing part is grading's own
-(`grading.outputs.write_graded`), which `toolsweep-grade` calls too.
+Shared by `toolsweep` and `toolsweep judge`; the grading and writing part is grading's own
+(`grading.outputs.write_graded`), which `toolsweep grade` calls too.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def finish_run(table: pl.DataFrame, cfg: ToolsweepConfig, run_dir: Path, resolve
     try:
         check_error_rate(graded, cfg.max_error_rate)
     except RunFailed as exc:
-        # The outputs are written: run.json says so too, so toolsweep-grade and -judge can read the run.
+        # The outputs are written: run.json says so too, so toolsweep grade and -judge can read the run.
         write_run_json(run_dir, {**facts, "status": "failed", "reason": str(exc)})
         raise
     return facts

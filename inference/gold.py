@@ -1,4 +1,4 @@
-"""`toolsweep-gold`: write a benchmark's gold calls as replay predictions.
+"""`toolsweep gold`: write a benchmark's gold calls as replay predictions.
 
 Replaying them (`engine=replay`) must give 1.0 on every metric: the check that the grader,
 the loader and the schemas agree with the benchmark before any model is trusted. In the
@@ -72,8 +72,8 @@ def write_predictions(predictions: pl.DataFrame, path: Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="toolsweep-gold", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("dataset_path", type=Path, help="benchmark file or folder")
     parser.add_argument("out", type=Path, help="predictions file to write (.jsonl or .parquet)")
     parser.add_argument("--dataset", default="petoolbench",
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.history is not None:
             samples = with_history(samples, benchmark, args.history, args.history_seed)
     except (DatasetError, ConfigError) as exc:
-        parser.exit(2, f"toolsweep-gold: error: {exc}\n")
+        parser.exit(2, f"{prog}: error: {exc}\n")
     fmt = args.format or benchmark.prompt_format
     print(write_predictions(gold_outputs(samples, fmt, args.tool_parser, benchmark), args.out))
 

@@ -1,4 +1,4 @@
-"""`toolsweep-merge SWEEP_DIR`: a sharded run's parts (inference/shards.py) joined into one run.
+"""`toolsweep merge SWEEP_DIR`: a sharded run's parts (inference/shards.py) joined into one run.
 
 When every job of a sweep is a part of one run (`-m dataset.shards=N dataset.shard=range(N)`),
 the sweep's end (or this command) writes SWEEP_DIR/merged: the parts' samples in the unsharded
@@ -115,15 +115,15 @@ def _write_merged(samples: pl.DataFrame, jobs: list[Job], facts: list[dict[str, 
     write_run_json(target, merged)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`toolsweep-merge SWEEP_DIR`: join a sharded run's parts into SWEEP_DIR/merged."""
-    parser = argparse.ArgumentParser(prog="toolsweep-merge", description=main.__doc__)
+def main(argv: list[str] | None = None, prog: str = "toolsweep-merge") -> int:
+    """`toolsweep merge SWEEP_DIR`: join a sharded run's parts into SWEEP_DIR/merged."""
+    parser = argparse.ArgumentParser(prog=prog, description=main.__doc__)
     parser.add_argument("sweep_dir", type=Path, help="the sweep dir of a -m dataset.shards=N dataset.shard=range(N) run")
     args = parser.parse_args(argv)
     try:
         target = merge_shards(args.sweep_dir)
     except ToolsweepError as exc:
-        print(f"toolsweep-merge: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print(f"[toolsweep] merged {args.sweep_dir} into {target}")
     return 0

@@ -143,9 +143,9 @@ def _publish(model, tokenizer, target: Path) -> None:
     tmp.rename(target)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`toolsweep-prepare-model`: build the embedded model folder and print its path."""
-    parser = argparse.ArgumentParser(description=prepare_embedded_model.__doc__)
+def main(argv: list[str] | None = None, prog: str = "toolsweep-prepare-model") -> None:
+    """`toolsweep prepare-model`: build the embedded model folder and print its path."""
+    parser = argparse.ArgumentParser(prog=prog, description=prepare_embedded_model.__doc__)
     parser.add_argument("--target", type=Path, default=None, help="folder to write (default: cache)")
     parser.add_argument("--force", action="store_true", help="convert again even if present")
     parser.add_argument("--tiny", action="store_true",

@@ -1,4 +1,4 @@
-"""`toolsweep-grade RUN_DIR`: re-grade a run or a sweep (grading/regrade.py), first adding the
+"""`toolsweep grade RUN_DIR`: re-grade a run or a sweep (grading/regrade.py), first adding the
 columns a newer loader writes that the run's samples.parquet lacks (e.g. PEToolBench's
 same-function sets for the miss diagnosis), read from the benchmark files named in its run.json.
 Nothing is regenerated."""
@@ -27,7 +27,7 @@ def refresh_inputs(samples: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
     try:
         table = load_dataset(dataset["name"], dataset["path"], dataset["settings"])
     except (ToolsweepError, KeyError, TypeError) as exc:
-        print(f"toolsweep-grade: note: {run_dir}: cannot read the run's dataset to add {wanted} ({exc}); "
+        print(f"toolsweep grade: note: {run_dir}: cannot read the run's dataset to add {wanted} ({exc}); "
               "grading without them", file=sys.stderr)
         return samples
     known = [c for c in wanted if c in table.columns]  # a run's own output (e.g. ETAPP's model_calls) is not there
@@ -42,8 +42,8 @@ def _dataset_config(run_dir: Path) -> dict:
     return (facts.get("config") or {}).get("dataset") or {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    return grading_regrade.main(argv, refresh=refresh_inputs)
+def main(argv: list[str] | None = None, prog: str = "toolsweep-grade") -> int:
+    return grading_regrade.main(argv, refresh=refresh_inputs, prog=prog)
 
 
 if __name__ == "__main__":

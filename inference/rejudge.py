@@ -1,8 +1,8 @@
-"""`toolsweep-judge RUN_DIR [key=value ...]`: run (again) the solvers of a finished run's other
+"""`toolsweep judge RUN_DIR [key=value ...]`: run (again) the solvers of a finished run's other
 roles (ETAPP: its judge) on the stored output of the evaluated model's, e.g. with another judge,
 without any call to the evaluated model.
 
-    toolsweep-judge outputs/2026-11-30/10-00-00 roles.judge.model.path=/models/judge-70b
+    toolsweep judge outputs/2026-11-30/10-00-00 roles.judge.model.path=/models/judge-70b
 
 The overrides apply to the run's recorded config (RUN_DIR/steps/config.json), which is updated;
 roles switched off in the run are switched on. Samples, metrics, reports and run.json are
@@ -65,7 +65,7 @@ def rejudge(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     return evaluate(cfg, benchmark, run_dir, data, start=start)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str = "toolsweep-judge") -> None:
     from inference import console
 
     args = argv if argv is not None else sys.argv[1:]
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rejudge(Path(args[0]), args[1:])
     except ToolsweepError as exc:
-        print(f"toolsweep-judge: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         sys.exit(2)
 
 

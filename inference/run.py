@@ -4,8 +4,8 @@
     for each solver: its role's generator renders and generates through the run's store
     ending: grade -> metrics (with the scorer's subsets) -> reports -> run.json -> error budget
 
-`toolsweep` runs all of it; `toolsweep-judge RUN_DIR` reruns the solvers of the roles besides
-the evaluated model on the stored output of the others; `toolsweep-grade` reruns the grading
+`toolsweep` runs all of it; `toolsweep judge RUN_DIR` reruns the solvers of the roles besides
+the evaluated model on the stored output of the others; `toolsweep grade` reruns the grading
 part of the ending (grading/regrade.py). A solver whose role loads weights runs in its own
 process when the benchmark has more than one solver, so its model's memory is freed when it
 ends (`python -m inference.run RUN_DIR STEP`); the child dies with this process, so a killed

@@ -43,15 +43,15 @@ def checkpoint_dirs(root: Path, pattern: str = "checkpoint-*") -> list[Path]:
     found = [p for p in root.glob(pattern) if (p / "config.json").is_file() or
              (p / "adapter_config.json").is_file()]
     if not found:
-        raise SystemExit(f"toolsweep-checkpoints: no model folders matching {pattern!r} under {root} "
+        raise SystemExit(f"toolsweep checkpoints: no model folders matching {pattern!r} under {root} "
                          "(each needs a config.json or adapter_config.json)")
     return sorted(found, key=lambda p: (checkpoint_step(p) is None, checkpoint_step(p) or 0, p.name))
 
 
-def main_checkpoints(argv: list[str] | None = None) -> None:
-    """`toolsweep-checkpoints DIR`: print the checkpoint folders as a Hydra sweep list."""
-    parser = argparse.ArgumentParser(description="List a training run's checkpoints for "
-                                     "`toolsweep -m model.path=$(toolsweep-checkpoints DIR)`.")
+def main_checkpoints(argv: list[str] | None = None, prog: str = "toolsweep-checkpoints") -> None:
+    """`toolsweep checkpoints DIR`: print the checkpoint folders as a Hydra sweep list."""
+    parser = argparse.ArgumentParser(prog=prog, description="List a training run's checkpoints for "
+                                     "`toolsweep -m model.path=$(toolsweep checkpoints DIR)`.")
     parser.add_argument("root", type=Path)
     parser.add_argument("--pattern", default="checkpoint-*", help="glob under ROOT (default checkpoint-*)")
     args = parser.parse_args(argv)

@@ -98,7 +98,7 @@ class Benchmark:
     """Native format: an answer may hold no call (plain text) under a constraint too, where its
     authors' prompt lets the model decline (otherwise a constrained answer holds 1..max_calls)."""
     gold: Callable[[dict[str, Any], str, str], str] | None = None
-    """(sample row, answer format, tool parser) -> the gold answer's text, for `toolsweep-gold`,
+    """(sample row, answer format, tool parser) -> the gold answer's text, for `toolsweep gold`,
     where the gold is not the one call of `gold_tool` / `gold_params` (None: that call)."""
 
 

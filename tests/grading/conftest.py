@@ -23,7 +23,7 @@ from grading.scoring import get_scorer, scorer_of
 PETOOLBENCH = get_scorer("petoolbench")
 ETAPP = get_scorer("etapp_judge")
 ETAPP_JUDGE_SCORES = ("procedure", "personalization", "proactivity")
-NOT_JUDGED = "not judged: roles.judge.enabled=false (judge it with toolsweep-judge RUN_DIR)"
+NOT_JUDGED = "not judged: roles.judge.enabled=false (judge it with toolsweep judge RUN_DIR)"
 """The judge error inference writes on every case of a run with judging switched off."""
 SAMPLE_SCHEMA = sample_schema(PETOOLBENCH)
 

@@ -1,4 +1,4 @@
-"""toolsweep-agreement: two scripted judges of the same agent run, their kappa, alpha and tau
+"""toolsweep agreement: two scripted judges of the same agent run, their kappa, alpha and tau
 checked against the statistics' definitions worked out here, independently of the libraries."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`toolsweep-export` into the four trackers, read back with each tracker's own reader: a replay
+"""`toolsweep export` into the four trackers, read back with each tracker's own reader: a replay
 sweep over checkpoint-300, -100, -200 (finishing in that order), every metric at its step, exactly
 once, in step order; a second export leaves the same points."""
 

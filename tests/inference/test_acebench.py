@@ -139,7 +139,7 @@ def test_config_check_names_what_cannot_run(tmp_path):
 
 @pytest.mark.shared_data
 def test_gold_replay_scores_what_acebench_gives_its_gold(tmp_path, acebench_dir):
-    """toolsweep-gold writes the 50 gold calls as `[ApiName(...)]`; replayed through the CLI they
+    """toolsweep gold writes the 50 gold calls as `[ApiName(...)]`; replayed through the CLI they
     score 49/50, as ACEBench's own checker scores them: normal_preference_40's `["None"]` for an
     array parameter without item type fails its object-list check. The grammar takes 49 of the 50
     gold answers (normal_preference_38's null is no value of a string parameter)."""

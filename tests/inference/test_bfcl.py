@@ -177,7 +177,7 @@ def test_gold_answers_are_inside_the_grammar(bfcl_table):
 
 @pytest.mark.shared_data
 def test_replaying_real_gold_through_the_cli(tmp_path, bfcl_data):
-    """`toolsweep-gold` then engine=replay over the whole set: 1.0 per category but those holding a
+    """`toolsweep gold` then engine=replay over the whole set: 1.0 per category but those holding a
     known defect, the pooled summary rows present."""
     from inference.gold import main as gold_main
 

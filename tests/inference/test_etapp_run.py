@@ -218,7 +218,7 @@ def test_a_corrupt_trajectory_file_is_a_clear_error(tmp_path, etapp_data):
 def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_path, etapp_data):
     """Sweeps, leaderboard and compare work for ETAPP as for the other benchmarks. With the judge
     off its headline scores have no value: the sweep of a checkpoint still plots what it has
-    (not "nothing to plot"), writes report.html, and `toolsweep-grade` on it succeeds."""
+    (not "nothing to plot"), writes report.html, and `toolsweep grade` on it succeeds."""
     sid = "tool_given/fc/John_Doe-1"
     scripts = []
     for name, turns in (("quick", [{"sample_id": sid, "turn": 1, "answer": "Sunny."}]),
@@ -290,7 +290,7 @@ def judge_script(data: Path, sample_ids: list[str], score: int) -> list[dict]:
 def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_clean_rows(tmp_path, etapp_data):
     """Two checkpoints named checkpoint-N, a scripted agent and a scripted judge: the sweep's end
     writes leaderboard.png and report.html; the board names the judge and keeps the /clean rows,
-    and so does toolsweep-grade on a run and on the sweep."""
+    and so does toolsweep grade on a run and on the sweep."""
     sid = "tool_given/fc/James_Harrington-1"
     agent = tmp_path / "agent.jsonl"
     agent.write_text(json.dumps({"sample_id": sid, "turn": 1, "answer": "Mild and dry today."}) + "\n")

@@ -46,7 +46,7 @@ def _tiny(model: Path) -> tuple[str, ...]:
 
 def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, etapp_data, scratch_env):
     """The embedded model as agent and judge: every case ends with a reason and every judge answer
-    is read; then toolsweep-judge on the finished run makes no agent call and takes the same
+    is read; then toolsweep judge on the finished run makes no agent call and takes the same
     judge's answers from the run's store (one test, so that the run is made once)."""
     finished = tmp_path / "run"
     done = subprocess.run(_command(finished, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,

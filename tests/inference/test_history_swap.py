@@ -120,7 +120,7 @@ def test_the_swapped_gold_replayed_through_the_cli_scores_one(tmp_path, petoolbe
 
 
 def test_compare_of_a_full_and_a_swap_run_counts_the_answers_that_moved(real, swapped):
-    """toolsweep-compare pairs the two runs on the samples both hold: a model that follows the
+    """toolsweep compare pairs the two runs on the samples both hold: a model that follows the
     history moves every answer; one that keeps its provider moves none (every answer stays)."""
     from grading.compare import compare_runs, history_moves
 

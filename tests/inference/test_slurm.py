@@ -232,7 +232,7 @@ def test_requests_follow_the_engine_and_the_partition(monkeypatch):
 def test_a_sharded_sweep_with_an_unfinished_part_is_not_merged_and_says_how_to_finish(tmp_path):
     """Parts that fail (here every part, as it runs: the stored answers repeat a sample id, which
     replay refuses when it reads them) leave no merged run; the sweep says which parts and how to
-    finish them; toolsweep-merge says the same."""
+    finish them; toolsweep merge says the same."""
     mixed = pl.read_ndjson(_mixed_answers(tmp_path / "all.jsonl"))
     answers = write_predictions(pl.concat([mixed, mixed.head(1)]), tmp_path / "repeated.jsonl")
     sweep = tmp_path / "sweep"

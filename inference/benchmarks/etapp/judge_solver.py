@@ -148,7 +148,7 @@ class JudgeSolver:
         return with_judgements(samples, table)
 
     def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
-        reason = f"{NOT_JUDGED}: roles.judge.enabled=false (judge it with toolsweep-judge RUN_DIR)"
+        reason = f"{NOT_JUDGED}: roles.judge.enabled=false (judge it with toolsweep judge RUN_DIR)"
         empty = pl.DataFrame({"sample_id": samples["sample_id"]}).with_columns(
             *[pl.lit(None, dtype=t).alias(c) for c, t in JUDGEMENT_SCHEMA.items() if c != "sample_id"])
         return with_judgements(samples, empty.with_columns(pl.lit(reason).alias("judge_error")))

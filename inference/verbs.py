@@ -1,0 +1,165 @@
+"""`toolsweep VERB ...`: one command for everything toolsweep does.
+
+A bare `toolsweep key=value ...` (or `toolsweep run key=value ...`) runs an evaluation through
+Hydra; each other verb is one entry point with its own `--help` and one error style
+(`toolsweep VERB: error: ...`, exit 2). The commands of earlier releases (`toolsweep-grade`,
+`toolsweep-compare`, ...) still run the same verb and say that they are aliases.
+
+This module imports nothing heavy: a verb's module is imported when that verb runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+RUN = "run"
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    target: str
+    """`module:function`, called as function(argv, prog=...); empty for `run` (Hydra's app)."""
+    summary: str
+
+
+VERBS: tuple[Verb, ...] = (
+    Verb(RUN, "", "evaluate (the default verb): toolsweep [run] key=value ...; -m for a sweep"),
+    Verb("grade", "inference.regrade:main", "re-grade a finished run or sweep from its samples (no model)"),
+    Verb("judge", "inference.rejudge:main", "re-run a run's judge from its stored agent trajectories"),
+    Verb("compare", "grading.compare:main", "paired comparison of two runs: CIs, McNemar's test, flips"),
+    Verb("agreement", "grading.agreement:main", "two judges held against each other on the same episodes"),
+    Verb("merge", "inference.merge:main", "merge a sharded run's parts into one run"),
+    Verb("gold", "inference.gold:main", "write a benchmark's gold answers as replay predictions"),
+    Verb("checkpoints", "inference.sweep:main_checkpoints", "a training run's checkpoints as a sweep list"),
+    Verb("export", "grading.export:main", "write a sweep's metrics into an experiment tracker"),
+    Verb("prepare-model", "inference.models:main", "unpack the embedded model into a model folder"),
+    Verb("ls", "inference.verbs:list_names", "list what can be named: datasets, benchmarks, solvers, scorers, "
+                                            "engines, launchers"),
+)
+ALIAS_PREFIX = "toolsweep-"
+
+
+def verb_named(name: str) -> Verb | None:
+    return next((verb for verb in VERBS if verb.name == name), None)
+
+
+def verb_lines() -> str:
+    """One line per verb, for `toolsweep --help`."""
+    width = max(len(verb.name) for verb in VERBS)
+    return "\n".join(f"  {verb.name:<{width}}  {verb.summary}" for verb in VERBS)
+
+
+def dispatch(argv: Sequence[str], run: Callable[[], None]) -> int | None:
+    """Run the verb `argv[0]` names with the rest; `run` (Hydra's app, reading sys.argv) for `run`
+    or for no verb at all (a bare `key=value ...`)."""
+    verb = verb_named(argv[0]) if argv else None
+    if verb is None or verb.name == RUN:
+        if verb is not None:
+            del sys.argv[1]  # Hydra reads sys.argv: the verb is not an override
+        run()
+        return 0
+    module, _, function = verb.target.partition(":")
+    return getattr(importlib.import_module(module), function)(list(argv[1:]), prog=f"toolsweep {verb.name}")
+
+
+def alias_main() -> None:
+    """An old command (`toolsweep-grade ...`): the verb it names, after saying so on stderr."""
+    name = Path(sys.argv[0]).name.removeprefix(ALIAS_PREFIX)
+    verb = verb_named(name)
+    if verb is None:
+        print(f"toolsweep: error: {sys.argv[0]} names no verb; see toolsweep --help", file=sys.stderr)
+        sys.exit(2)
+    print(f"{ALIAS_PREFIX}{name} is an alias of `toolsweep {name}`, kept for one release (see the changelog)",
+          file=sys.stderr)
+    module, _, function = verb.target.partition(":")
+    sys.exit(getattr(importlib.import_module(module), function)(sys.argv[1:], prog=f"{ALIAS_PREFIX}{name}") or 0)
+
+
+def list_names(argv: Sequence[str] | None = None, prog: str = "toolsweep ls") -> int:
+    """`toolsweep ls [KIND]`: every name a user can give, one line each."""
+    import argparse
+
+    kinds = _listings()
+    parser = argparse.ArgumentParser(prog=prog, description=list_names.__doc__)
+    parser.add_argument("kind", nargs="?", choices=list(kinds), help="list only this kind")
+    args = parser.parse_args(argv)
+    for kind, (how, lister) in kinds.items():
+        if args.kind not in (None, kind):
+            continue
+        print(f"{kind} ({how}):")
+        rows = lister()
+        width = max((len(name) for name, _ in rows), default=0)
+        for name, line in rows:
+            print(f"  {name:<{width}}  {line}")
+    return 0
+
+
+def _listings() -> dict[str, tuple[str, Callable[[], list[tuple[str, str]]]]]:
+    return {
+        "datasets": ("dataset=NAME", lambda: _yaml_options(CONF / "dataset")),
+        "benchmarks": ("dataset.name=NAME, or a module's dotted path", _benchmarks),
+        "solvers": ("a benchmark's solvers", _solvers),
+        "scorers": ("a benchmark's scorer", _scorers),
+        "engines": ("engine=NAME, engine@roles.<role>.engine=NAME", lambda: _yaml_options(CONF / "engine")),
+        "launchers": ("hydra/launcher=NAME, with -m", lambda: _yaml_options(CONF / "hydra" / "launcher")),
+        "sweepers": ("hydra/sweeper=NAME, with -m", lambda: [("basic", "Hydra's: every combination"),
+                                                              ("race", "a racing sweep (docs/racing.md)")]),
+    }
+
+
+def _yaml_options(folder: Path) -> list[tuple[str, str]]:
+    """Each option's name and the first line of its leading comment."""
+    return [(path.stem, _first_comment(path.read_text(encoding="utf-8"))) for path in sorted(folder.glob("*.yaml"))]
+
+
+def _first_comment(text: str) -> str:
+    """The first sentence of a YAML's leading comment."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("# @package"):
+            continue
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# ").strip())
+    return first_sentence(" ".join(lines))
+
+
+def first_sentence(text: str, width: int = 100) -> str:
+    """Up to the first full stop that ends a sentence (a capital follows; not "e.g. x"), at most
+    `width` characters."""
+    text = " ".join(text.split())
+    for end, mark in enumerate(text):
+        if mark == "." and (end + 1 == len(text) or text[end + 1:end + 3].strip()[:1].isupper()):
+            text = text[:end + 1]
+            break
+    return text if len(text) <= width else text[:width - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _benchmarks() -> list[tuple[str, str]]:
+    from inference.benchmarks import benchmark_names
+
+    return [(name, _module_line(f"inference.benchmarks.{name}")) for name in benchmark_names()]
+
+
+def _solvers() -> list[tuple[str, str]]:
+    from inference.solvers import solver_names
+
+    return [(name, _module_line(f"inference.solvers.{name}")) for name in solver_names()]
+
+
+def _scorers() -> list[tuple[str, str]]:
+    from grading.scoring import scorer_names
+
+    return [(name, _module_line(f"grading.scorers.{name}")) for name in scorer_names()]
+
+
+def _module_line(module: str) -> str:
+    """The first line of a module's docstring (importing it: benchmarks and scorers are light)."""
+    doc = (importlib.import_module(module).__doc__ or "").strip()
+    return first_sentence(doc.split("\n\n")[0])
