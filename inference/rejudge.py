@@ -1,43 +1,111 @@
-"""`toolsweep judge RUN_DIR [key=value ...]`: run (again) the solvers of a finished run's other
-roles (ETAPP: its judge) on the stored output of the evaluated model's, e.g. with another judge,
-without any call to the evaluated model.
+"""`toolsweep judge RUN_DIR [--out NEW_DIR | --overwrite] [override ...]`: run (again) the solvers of a
+finished run's other roles (ETAPP: its judge) on the stored output of the evaluated model's, e.g.
+with another judge, without any call to the evaluated model.
 
     toolsweep judge outputs/2026-11-30/10-00-00 roles.judge.model.path=/models/judge-70b
+    toolsweep judge RUN_DIR engine@roles.judge.engine=openai roles.judge.engine.base_url=http://host:8000/v1
 
-The overrides apply to the run's recorded config (RUN_DIR/steps/config.json), which is updated;
-roles switched off in the run are switched on. Samples, metrics, reports and run.json are
-rewritten by the run's own ending. Generations are cached by prompt and model, so re-judging
-with the same judge generates nothing.
+The run's own overrides (RUN_DIR/.hydra/overrides.yaml) and these are composed through Hydra, as
+a run's are (group syntax included; an override of a key the run set replaces it); roles switched
+off in the run are switched on. The result is a new run dir (NEW_DIR, by default RUN_DIR-judged,
+-judged-2, ...) holding the run's agent output and the new judgements, so one agent run can carry
+several judges side by side; `--overwrite` rewrites RUN_DIR itself. Generations are cached by
+prompt and model, so re-judging with the same judge generates nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from inference.errors import ConfigError, ToolsweepError
 
+OVERRIDES = Path(".hydra") / "overrides.yaml"
 
-def rejudged_config(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """The run's recorded config with `overrides` applied and every role switched on."""
-    from omegaconf import OmegaConf
+
+def override_key(override: str) -> str:
+    """What an override sets: `engine@roles.judge.engine` of `engine@roles.judge.engine=openai`."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def merged_overrides(saved: list[str], new: list[str], groups: set[str] = frozenset()) -> list[str]:
+    """The run's overrides with `new` after them; a new one replaces a saved one of the same key
+    (Hydra refuses two values for one config group), and a new choice of a config group (`groups`:
+    its names; `engine@roles.judge.engine`) drops the saved values inside it, which were the old
+    option's (`roles.judge.engine.script` once the judge's engine is `openai`)."""
+    replaced = {override_key(o) for o in new}
+    packages = {key.split("@", 1)[1] if "@" in key else key for key in replaced
+                if "@" in key or key in groups}
+    return [o for o in saved if override_key(o) not in replaced
+            and not any(override_key(o).startswith(f"{package}.") for package in packages)] + list(new)
+
+
+def rejudged_config(run_dir: Path, overrides: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The run's config composed with `overrides` and every role switched on, and the overrides
+    that compose it (for the new run's .hydra/overrides.yaml)."""
+    import yaml
 
     from inference.run import CONFIG
 
-    path = run_dir / CONFIG
-    if not path.is_file():
+    if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} has no {CONFIG}: give the run dir of a run whose benchmark has solvers "
                           "besides the evaluated model's (e.g. a `toolsweep dataset=etapp ...` run)")
-    bad = [o for o in overrides if "=" not in o]
+    bad = [o for o in overrides if "=" not in o and not o.startswith("~")]
     if bad:
-        raise ConfigError(f"overrides must be key=value, got {bad}")
+        raise ConfigError(f"overrides must be key=value or group=option, got {bad}")
+    if not (run_dir / OVERRIDES).is_file():
+        return _merged_recorded(run_dir / CONFIG, overrides), overrides
+    from inference.verbs import CONF
+
+    groups = {path.relative_to(CONF).as_posix() for path in CONF.rglob("*") if path.is_dir()}
+    merged = merged_overrides(list(yaml.safe_load((run_dir / OVERRIDES).read_text(encoding="utf-8")) or []),
+                              overrides, groups)
+    return _enabled(_composed(merged)), merged
+
+
+def _composed(overrides: list[str]) -> dict[str, Any]:
+    """The config a `toolsweep` run with these overrides composes (Hydra, the run's own schema)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    import inference.cli as cli  # registers the config schema and the resolvers a run uses
+
+    try:
+        with initialize_config_dir(config_dir=str(cli.CONF), version_base="1.3"):
+            return OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"the run's overrides with these do not compose: {exc}") from None
+
+
+def _merged_recorded(path: Path, overrides: list[str]) -> dict[str, Any]:
+    """A run without Hydra's record (an older or copied one): its recorded config with key=value
+    overrides merged in (group syntax needs the record)."""
+    from omegaconf import OmegaConf
+
+    groups = [o for o in overrides if "@" in override_key(o) or "/" in override_key(o)]
+    if groups:
+        raise ConfigError(f"{path.parent.parent} has no {OVERRIDES}, so group overrides {groups} cannot be composed; "
+                          "give key=value overrides (e.g. roles.judge.engine.script=...)")
     merged = OmegaConf.merge(json.loads(path.read_text(encoding="utf-8")), OmegaConf.from_dotlist(overrides))
-    data = OmegaConf.to_container(merged, resolve=True)
+    return _enabled(OmegaConf.to_container(merged, resolve=True))
+
+
+def _enabled(data: dict[str, Any]) -> dict[str, Any]:
     for role in (data.get("roles") or {}).values():
         role["enabled"] = True
     return data
+
+
+def judged_dir(run_dir: Path) -> Path:
+    """RUN_DIR-judged, or -judged-2, -judged-3, ...: the first that does not exist."""
+    candidates = (run_dir.with_name(f"{run_dir.name}-judged{'' if k == 1 else f'-{k}'}") for k in range(1, 10_000))
+    return next(path for path in candidates if not path.exists())
 
 
 def first_other_solver(benchmark: Any) -> int:
@@ -51,33 +119,53 @@ def first_other_solver(benchmark: Any) -> int:
     raise ConfigError(f"benchmark {benchmark.name} has no solver besides the evaluated model's: nothing to judge")
 
 
-def rejudge(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+def rejudge(run_dir: Path, overrides: list[str], out: Path | None = None) -> dict[str, Any]:
+    """Judge `run_dir`'s stored agent output again into `out` (a new run dir: a copy of the run's
+    files, then the judge's solvers), or into `run_dir` itself where `out` is it."""
+    import yaml
+
     from inference.config import validate
     from inference.run import evaluate, prepare_models, read_step, run_config
+    from inference.runinfo import LOCK_NAME, run_dir_lock
 
-    data = rejudged_config(run_dir, overrides)
+    data, composed_by = rejudged_config(run_dir, overrides)
     cfg, benchmark = run_config(data)
     start = first_other_solver(benchmark)
     read_step(run_dir, start - 1)  # a missing step table fails here, before a model loads
     prepare_models(cfg, benchmark)
     validate(cfg, benchmark)
-    # evaluate records the updated config (steps/config.json) before the solvers' processes read it
-    return evaluate(cfg, benchmark, run_dir, data, start=start)
+    target = out or run_dir
+    if target != run_dir:
+        if target.exists():
+            raise ConfigError(f"--out {target} exists; name a new dir, or rewrite the run with --overwrite")
+        shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns(LOCK_NAME))
+    (target / OVERRIDES).parent.mkdir(exist_ok=True)
+    (target / OVERRIDES).write_text(yaml.safe_dump(composed_by, default_flow_style=False), encoding="utf-8")
+    with run_dir_lock(target):
+        # evaluate records the updated config (steps/config.json) before the solvers' processes read it
+        return evaluate(cfg, benchmark, target, data, start=start)
 
 
 def main(argv: list[str] | None = None, prog: str = "toolsweep-judge") -> None:
     from inference import console
 
-    args = argv if argv is not None else sys.argv[1:]
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
-        sys.exit(0 if args else 2)
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("run_dir", type=Path, help="a finished run's dir")
+    parser.add_argument("overrides", nargs="*", help="key=value or group=option, applied after the run's own")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="the new run dir (default: RUN_DIR-judged, -judged-2, ...)")
+    where.add_argument("--overwrite", action="store_true", help="rewrite RUN_DIR itself")
+    args = parser.parse_intermixed_args(argv)  # options before, between or after the overrides
     console.setup(verbose=False, quiet=False)
+    out = args.run_dir if args.overwrite else (args.out or judged_dir(args.run_dir))
     try:
-        rejudge(Path(args[0]), args[1:])
+        rejudge(args.run_dir, list(args.overrides), out)
     except ToolsweepError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    print(f"judged into {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -72,11 +72,12 @@ def judged(tmp_path_factory, etapp_data):
                                              "dataset.instructions=[1,7,8]", "engine@roles.judge.engine=script",
                                              f"roles.judge.engine.script={judges['a']}"], agent)
     assert done.returncode == 0, done.stderr[-3000:]
-    shutil.copytree(tmp / "a", tmp / "b")
-    again = subprocess.run([sys.executable, "-m", "inference.rejudge", str(tmp / "b"),
+    before = (tmp / "a" / "samples.parquet").read_bytes()
+    again = subprocess.run([sys.executable, "-m", "inference.cli", "judge", str(tmp / "a"), "--out", str(tmp / "b"),
                             f"roles.judge.engine.script={judges['b']}"], cwd=REPO, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp / "a" / "samples.parquet").read_bytes() == before, "the judged run is a new dir; A is untouched"
     return tmp
 
 
@@ -143,3 +144,15 @@ def test_two_sweeps_pair_job_by_job_and_rank_their_checkpoints(judged, tmp_path)
     assert row["jobs"] == 2 and row["tau"] == pytest.approx(1.0) and json.loads(row["flips"]) == []
     with pytest.raises(Exception, match="2 runs"):
         compare_judges(tmp_path / "sa", judged / "b")
+
+
+def test_a_rejudge_override_replaces_the_runs_own_of_the_same_key():
+    from inference.rejudge import merged_overrides
+
+    saved = ["dataset=etapp", "engine@roles.judge.engine=script", "roles.judge.engine.script=a.jsonl", "+x=1",
+             "engine=script", "engine.script=s.jsonl", "roles.judge.model.path=j"]
+    assert merged_overrides(saved, ["engine@roles.judge.engine=openai", "++x=2", "roles.judge.model.path=m"]) == [
+        "dataset=etapp", "engine=script", "engine.script=s.jsonl", "engine@roles.judge.engine=openai", "++x=2",
+        "roles.judge.model.path=m"], "the old judge engine's own option goes with it"
+    assert merged_overrides(saved, ["engine=replay"], {"engine", "dataset"})[-4:] == [
+        "roles.judge.engine.script=a.jsonl", "+x=1", "roles.judge.model.path=j", "engine=replay"]

@@ -124,13 +124,19 @@ def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny
 
 
 def _check_judge_only_rerun(finished: Path, scratch_env: dict[str, str]) -> None:
+    """`toolsweep judge` with the same judge given through Hydra's group syntax: a new run dir with
+    the run's agent output, no agent call, the judge's answers from the cache; the run untouched."""
     before = pl.read_parquet(finished / "trajectories.parquet")
     agent = (finished / "steps" / "0.json").read_text()
-    done = subprocess.run([sys.executable, "-m", "inference.rejudge", str(finished)], cwd=REPO,
-                          env=scratch_env, capture_output=True, text=True, timeout=900)
+    judged = (finished / "steps" / "1.json").read_text()
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "judge", str(finished), "engine@roles.judge.engine=vllm"],
+                          cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "agent_solver" not in done.stderr and "agent turn" not in done.stderr
-    assert (finished / "steps" / "0.json").read_text() == agent
-    assert pl.read_parquet(finished / "trajectories.parquet").equals(before)
-    judge = _generation(finished, 1)
-    assert judge["engine_calls"] == 0, "the same judge's answers come from the run's store"
+    again = finished.with_name(f"{finished.name}-judged")
+    assert f"judged into {again}" in done.stderr
+    assert (again / "steps" / "0.json").read_text() == agent
+    assert pl.read_parquet(again / "trajectories.parquet").equals(before)
+    judge = _generation(again, 1)
+    assert judge["engine_calls"] == 0, "the same judge's answers come from the run's store, copied with it"
+    assert (finished / "steps" / "1.json").read_text() == judged, "the judged run is untouched"
