@@ -87,7 +87,7 @@ def test_failed_job_keeps_its_reason(sweep_dir):
 
 def test_write_leaderboard_files(sweep_dir):
     paths = write_leaderboard(sweep_dir)
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "report.html"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "against_first.parquet", "report.html"]
     assert pq.read_schema(paths[0]).names == list(LEADERBOARD_SCHEMA)
     assert pl.read_parquet(paths[0]).equals(build_leaderboard(sweep_dir))
     markdown = paths[1].read_text(encoding="utf-8")
@@ -96,6 +96,11 @@ def test_write_leaderboard_files(sweep_dir):
     assert "| 2 | model.path=checkpoint-1500 | checkpoint-1500 | 1500 | all |  |  |  |  | failed | CUDA out of memory |" in markdown
     png = paths[2].read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+    against = pl.read_parquet(paths[3])
+    assert set(against["job"]) == {1}, "job 1 against job 0; the failed job 2 has no samples"
+    headline = {m.name for m in get_scorer("petoolbench").metrics if m.headline}
+    assert set(against["metric"]) == headline and set(against["parser"]) == {"official"}, "headline, primary"
+    assert "<h2>Against the first job</h2>" in paths[4].read_text(encoding="utf-8")
 
 
 def test_jobs_without_steps_get_no_plot(tmp_path):
@@ -103,7 +108,7 @@ def test_jobs_without_steps_get_no_plot(tmp_path):
     for number, constraint in enumerate(("outlines", "none")):
         write_job(tmp_path, number, [f"decoding.constraint={constraint}"], samples, complete_job(None))
     paths = write_leaderboard(tmp_path)
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "report.html"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "against_first.parquet", "report.html"]
     board = pl.read_parquet(paths[0])
     assert board["model_path"].unique().to_list() == ["/models/tiny"], "from run.json when job.json has none"
     assert board["step"].null_count() == board.height
@@ -116,7 +121,7 @@ def test_plot_separates_configurations(tmp_path):
         write_job(tmp_path, number, [f"model.path={path}", f"decoding.constraint={constraint}"],
                   make_samples({"p": ["call", "wrong"][: 1 + number % 2], "c": ["tool"]}), complete_job(path))
     paths = write_leaderboard(tmp_path)
-    assert paths[-2].name == "leaderboard.png" and paths[-2].read_bytes().startswith(PNG_MAGIC)
+    assert paths[2].name == "leaderboard.png" and paths[2].read_bytes().startswith(PNG_MAGIC)
     assert build_leaderboard(tmp_path)["step"].to_list()[::6] == [5, 5, 9, 9]
 
 
@@ -167,9 +172,9 @@ def _etapp_sweep(root):
 def test_a_sweep_of_a_scorer_without_official_is_plotted(tmp_path):
     """ETAPP's one reading is `judge`: the plot and the sweep report use it."""
     paths = write_leaderboard(_etapp_sweep(tmp_path))
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "report.html"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "against_first.parquet", "report.html"]
     assert paths[2].read_bytes().startswith(PNG_MAGIC)
-    assert 'id="figure-by_step"' in paths[3].read_text(encoding="utf-8")
+    assert 'id="figure-by_step"' in paths[4].read_text(encoding="utf-8")
 
 
 def test_the_sweep_leaderboard_has_the_subset_rows_with_their_cis(tmp_path):

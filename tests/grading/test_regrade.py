@@ -51,7 +51,7 @@ def test_regrade_sweep_regrades_complete_jobs_and_writes_the_leaderboard(sweep_d
     (job / "metrics.parquet").unlink()
     paths = regrade_sweep(sweep_dir)
     assert pl.read_parquet(job / "metrics.parquet").equals(expected)
-    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "report.html"]
+    assert [p.name for p in paths] == ["leaderboard.parquet", "leaderboard.md", "leaderboard.png", "against_first.parquet", "report.html"]
     assert not (sweep_dir / "2" / "metrics.parquet").exists(), "a failed job is left alone"
     assert (job / "report.html").is_file() and not (sweep_dir / "2" / "report.html").exists()
 
