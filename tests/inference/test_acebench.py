@@ -180,7 +180,7 @@ repo, data, out, model = sys.argv[1:5]
 with initialize_config_dir(config_dir=f"{repo}/conf", version_base="1.3"):
     composed = compose(config_name="config", overrides=[
         "dataset=acebench", f"dataset.path={data}", "model=local", f"model.path={model}", "engine.cache=false", "engine.cpu_kvcache_gib=0.0625", "model.max_model_len=2048",
-        "decoding.max_new_tokens=64", "decoding.constraint=outlines"])  # the engine's backend; the free pass sends no grammar
+        "decoding.max_new_tokens=64", "decoding.constraint=xgrammar"])  # the engine's backend; the free pass sends no grammar
 cfg, benchmark = run_config(OmegaConf.to_container(composed, resolve=True))
 samples = load_samples(cfg, benchmark)
 lengths = [len(s) + len(u) for s, u in samples.select("system", "user").iter_rows()]
@@ -191,7 +191,7 @@ def generator(role):
         built[role] = Generator(Role.of(cfg, role), Path(out), timer)
     return built[role]
 solver = get_solver(benchmark.solvers[0])
-for index, constraint in zip(shortest, ("outlines", "none")):
+for index, constraint in zip(shortest, ("xgrammar", "none")):
     run = dataclasses.replace(cfg, decoding=dataclasses.replace(cfg.decoding, constraint=constraint))
     table = solver.solve(samples[index:index + 1], SolveContext(run, benchmark, Path(out), timer, generator))
     table.with_columns(constraint=pl.lit(constraint)).write_parquet(f"{out}/{constraint}.parquet")
@@ -212,13 +212,13 @@ def test_vllm_gives_valid_rows_constrained_and_free(tmp_path, acebench_dir, tiny
                           cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "engines built: 1" in done.stdout
-    rows = pl.concat([pl.read_parquet(tmp_path / f"{c}.parquet") for c in ("outlines", "none")], how="diagonal_relaxed")
+    rows = pl.concat([pl.read_parquet(tmp_path / f"{c}.parquet") for c in ("xgrammar", "none")], how="diagonal_relaxed")
     assert rows.height == 2 and rows["output"].null_count() == 0, rows.rows()
     assert rows["failure"].drop_nulls().is_in(["length"]).all(), rows.select("failure", "error").rows()
     for row in rows.iter_rows(named=True):
         fields = grade("official", row)
         assert fields["valid"] or fields["error_type"] == "wrong_output_format", (row["output"], fields)
-        if row["constraint"] == "outlines":
+        if row["constraint"] == "xgrammar":
             functions = json.loads(row["functions"])
             assert any(row["output"].startswith(f"[{f['name']}(") for f in functions), row["output"]
             if row["finish_reason"] == "stop":
