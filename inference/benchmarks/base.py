@@ -47,6 +47,7 @@ SAMPLE_TABLE_SCHEMA: dict[str, pl.DataType] = {
 OPTIONAL_SAMPLE_COLUMNS: dict[str, pl.DataType] = {
     "prior_turns": pl.String,  # JSON [{"role", "content"}]: a chat's turns between the system turn and `user`
     "grammar": pl.String,      # a Lark grammar the benchmark-format answer must match (Benchmark.answer_grammar)
+    "answer_regex": pl.String,  # a regex the benchmark-format answer must match, under any decoding.constraint
 }
 """Columns a loader may add to any row (sample_row's `inputs`); the table has each that a row has."""
 _MAX_LISTED = 40

@@ -119,18 +119,18 @@ def attach_chats(prompts: pl.DataFrame, plan: PromptPlan, generator: Any) -> pl.
 
 def requests_for(prompts: pl.DataFrame, constraint: str, plan: PromptPlan) -> list[Request]:
     """One request per sample that has not already failed (too_long). A benchmark-format answer
-    with a `grammar` column is constrained by its grammar, not by the call schema."""
+    with a `grammar` (Lark) or `answer_regex` column is constrained by it, not by the call schema."""
     fmt = plan.call_format
     chats = "chat_json" in prompts.columns
-    grammars = "grammar" in prompts.columns and not plan.native and constraint != "none"
-    extra = [*(["chat_json"] if chats else []), *(["grammar"] if grammars else [])]
+    own = [] if plan.native or constraint == "none" else [c for c in ("grammar", "answer_regex") if c in prompts.columns]
+    extra = [*(["chat_json"] if chats else []), *own]
     return [Request(sample_id=row["sample_id"], prompt=row["prompt"],
                     prompt_token_ids=tuple(row["prompt_token_ids"] or ()),
-                    schema_json=None if constraint == "none" or grammars else row["schema_json"],
+                    schema_json=None if constraint == "none" or own else row["schema_json"],
                     call_format=fmt.parser if fmt else None, max_calls=plan.max_calls,
                     calls_optional=plan.native and plan.calls_optional,
                     sample_index=row["sample_index"], chat_json=row["chat_json"] if chats else None,
-                    grammar=row["grammar"] if grammars else None)
+                    grammar=row.get("grammar"), regex=row.get("answer_regex"))
             for row in prompts.select("sample_id", "prompt", "prompt_token_ids", "schema_json", "failure",
                                       "sample_index", *extra)
             .iter_rows(named=True) if row["failure"] is None]
