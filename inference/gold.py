@@ -39,12 +39,13 @@ def gold_output(tool: str | None, params: str, fmt: str, parser: str = DEFAULT_P
 def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DEFAULT_PARSER,
                  benchmark: Any = None) -> pl.DataFrame:
     """`{sample_id, output}` rows whose output is the gold answer in the given format: the
-    benchmark's own gold writer where it has one (`Benchmark.gold`), else its one gold call."""
-    if benchmark is not None and benchmark.gold is not None:
-        outputs = [benchmark.gold(row, fmt, parser) for row in samples.iter_rows(named=True)]
-    else:
-        outputs = [gold_output(tool, params, fmt, parser)
-                   for tool, params in samples.select("gold_tool", "gold_params").iter_rows()]
+    benchmark's own gold writer's (`Benchmark.gold`) where it has one and writes that format,
+    else the one gold call of `gold_tool` / `gold_params`."""
+    own = benchmark.gold if benchmark is not None else None
+    outputs = []
+    for row in samples.iter_rows(named=True):
+        written = own(row, fmt, parser) if own is not None else None
+        outputs.append(written if written is not None else gold_output(row["gold_tool"], row["gold_params"], fmt, parser))
     return samples.select("sample_id").with_columns(pl.Series("output", outputs, dtype=pl.String))
 
 

@@ -98,9 +98,10 @@ class Benchmark:
     calls_optional: bool = False
     """Native format: an answer may hold no call (plain text) under a constraint too, where its
     authors' prompt lets the model decline (otherwise a constrained answer holds 1..max_calls)."""
-    gold: Callable[[dict[str, Any], str, str], str] | None = None
+    gold: Callable[[dict[str, Any], str, str], str | None] | None = None
     """(sample row, answer format, tool parser) -> the gold answer's text, for `toolsweep gold`,
-    where the gold is not the one call of `gold_tool` / `gold_params` (None: that call)."""
+    where the gold is not the one call of `gold_tool` / `gold_params` (it returns None, or the
+    benchmark has no writer: that call)."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],
