@@ -14,13 +14,13 @@ records it, with the file's SHA-256.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from inference.errors import DatasetError
+from inference.python_source import literal_constants
 
 PROMPT_FILE = "model_inference/prompt_en.py"
 SYSTEM_CONSTANT = "SYSTEM_PROMPT_FOR_PREFERENCE_DATA_EN"
@@ -101,13 +101,10 @@ def read(path: Path) -> PromptTexts:
     inference fills."""
     try:
         source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source, filename=str(path))
+        constants = literal_constants(source, str(path))
     except (OSError, UnicodeDecodeError, SyntaxError) as exc:
         raise DatasetError(f"cannot read {path} ({exc}); restore it from ACEBench, or set dataset.prompts=own") from None
-    constants = {node.targets[0].id: node.value.value for node in tree.body
-                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
-    missing = [c for c in (SYSTEM_CONSTANT, USER_CONSTANT) if c not in constants]
+    missing = [c for c in (SYSTEM_CONSTANT, USER_CONSTANT) if not isinstance(constants.get(c), str)]
     if missing:
         raise DatasetError(f"{path} lacks the string constants {missing}; restore it from ACEBench, or set "
                            "dataset.prompts=own")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from inference.errors import DatasetError
+from inference.python_source import literal_constants
 
 PROMPTS_FILE = "bfcl_eval/constants/default_prompts.py"
 UTILS_FILE = "bfcl_eval/utils.py"
@@ -178,32 +179,10 @@ def compose(constants: dict[str, Any], fmt: str) -> str:
 
 
 def _constants(source: str, name: str) -> dict[str, Any]:
-    """Top-level `NAME = <literal>` values; a name inside a literal resolves to an earlier constant.
-    Later assignments win, as they would on import; other statements are skipped."""
     try:
-        tree = ast.parse(source, filename=name)
+        return literal_constants(source, name)
     except SyntaxError as exc:
         raise DatasetError(f"{name} is not valid Python ({exc.msg}, line {exc.lineno}); set dataset.prompts=own") from None
-    found: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                found[node.targets[0].id] = _literal(node.value, found)
-            except ValueError:
-                continue
-    return found
-
-
-def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in known:
-        return known[node.id]
-    if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_literal(k, known): _literal(v, known) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal(v, known) for v in node.elts]
-    raise ValueError("not a literal")
 
 
 def _python_hint(source: str) -> Optional[str]:

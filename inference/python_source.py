@@ -1,0 +1,33 @@
+"""A Python file's top-level constants, read without running it: the authors' prompt texts,
+taken from the user's copy of their code (never imported, never shipped)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+
+def literal_constants(source: str, filename: str) -> dict[str, Any]:
+    """Top-level `NAME = <literal>` values (strings, numbers, lists, tuples as lists, dicts); a name
+    inside a literal resolves to an earlier constant. Later assignments win, as they would on
+    import; other statements are skipped. A SyntaxError is the caller's to word."""
+    found: dict[str, Any] = {}
+    for node in ast.parse(source, filename=filename).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = _literal(node.value, found)
+            except ValueError:
+                continue
+    return found
+
+
+def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in known:
+        return known[node.id]
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_literal(k, known): _literal(v, known) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(v, known) for v in node.elts]
+    raise ValueError("not a literal")
