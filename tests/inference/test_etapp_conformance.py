@@ -80,11 +80,11 @@ def test_one_state_across_calls_answers_as_upstreams_tool_manager(data):
     assert len(SEQUENTIAL) == 14 and differing == []
 
 
-def test_the_set_is_whole():
+def test_the_set_is_whole(etapp_data):  # the set lives beside the data in ../shared: skipped with it
     assert len(FRESH) == 133 and sum("skip" in r for r in FRESH + SEQUENTIAL) == 4
 
 
-def test_the_rows_reach_every_one_of_the_35_tools():
+def test_the_rows_reach_every_one_of_the_35_tools(etapp_data):
     """Each row is compared byte for byte above, so every tool is checked against upstream's code;
     four rows have no reference (unpublished data), and no tool is left with only those."""
     checked = {r["name"] for r in FRESH + SEQUENTIAL if "skip" not in r}

@@ -75,7 +75,7 @@ def ids_of(observation: Observation) -> list[Any]:
 
 # --- the tool list -------------------------------------------------------------------------------
 
-def test_tool_names_are_the_35_config_entries_in_sorted_app_order():
+def test_tool_names_are_the_35_config_entries_in_sorted_app_order(etapp_data):
     names = [entry["function"]["name"] for app in APPS
              for entry in json.loads((ETAPP / "toolkit" / app.folder / "config.json").read_text())]
     assert list(TOOL_NAMES) == names and len(names) == 35
@@ -728,7 +728,7 @@ def test_real_data_has_no_problems_for_any_user(data):
     assert len(data.users) == 16 and data.users[0] == JAMES
 
 
-def test_problems_name_every_missing_file_and_the_fix(tmp_path):
+def test_problems_name_every_missing_file_and_the_fix(tmp_path, etapp_data):
     root = tmp_path / "etapp"
     shutil.copytree(ETAPP / "profile", root / "profile")
     shutil.copytree(ETAPP / "toolkit", root / "toolkit")
