@@ -1,4 +1,5 @@
-"""The README's worked example (a benchmark with its own 0-10 metric), extracted and run as written."""
+"""The docs' worked example (docs/extending.md: a benchmark with its own 0-10 metric), extracted and
+run as written."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import polars as pl
 
 from tests.conftest import REPO
 
+PAGE = "extending.md"
 SECTION = "## Adding a benchmark"
 # A fenced block whose first line names the file it is: ```python\n# mybench/scorer.py\n...```; a
 # YAML block may open with Hydra's `# @package` line (Hydra reads it only at the top), kept in the file.
@@ -20,9 +22,9 @@ FILE_BLOCK = re.compile(r"```(?:python|jsonl|yaml)\n(?P<header># @package \w+\n)
 BASH_BLOCK = re.compile(r"```bash\n(?P<body>.*?)```", re.DOTALL)
 
 
-def readme_part(heading: str) -> str:
-    """README.md from `heading` to the next heading of its level or above."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def doc_part(page: str, heading: str) -> str:
+    """docs/`page` from `heading` to the next heading of its level or above."""
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
     start = text.index(heading)
     ends = [text.find(f"\n{'#' * level} ", start + len(heading)) for level in range(2, heading.index(" ") + 1)]
     return text[start:min((e for e in ends if e != -1), default=len(text))]
@@ -30,7 +32,7 @@ def readme_part(heading: str) -> str:
 
 def example_section() -> str:
     """The section's first worked example: up to its first subsection."""
-    return readme_part(SECTION).split("\n### ")[0]
+    return doc_part(PAGE, SECTION).split("\n### ")[0]
 
 
 def write_files(section: str, root: Path) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The README's multi-turn worked example (toybench: an agent with a tool over several turns, then
-a judge role), extracted into tmp_path and run as written with a scripted agent and a scripted
+"""The docs' multi-turn worked example (docs/extending.md; toybench: an agent with a tool over
+several turns, then a judge role), extracted into tmp_path and run as written with a scripted agent and a scripted
 judge: no model, and no file of the project written."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import REPO
-from tests.test_readme_example import readme_part, run_bash, write_files
+from tests.test_readme_example import PAGE, doc_part, run_bash, write_files
 
 SUBSECTION = "### A multi-turn benchmark with a tool and a judge"
 FILES = {"data/toybench/test.jsonl", "toybench/benchmark.py", "toybench/agent.py", "toybench/judge.py",
@@ -37,7 +37,7 @@ def project_files() -> dict[str, int]:
 @pytest.fixture
 def example(tmp_path) -> tuple[str, Path, dict[str, str]]:
     """The subsection, the folder its files were written to, and the environment to run it in."""
-    section = readme_part(SUBSECTION)
+    section = doc_part(PAGE, SUBSECTION)
     assert set(write_files(section, tmp_path)) == FILES
     # a cache of its own: nothing is read from or written to the user's toolsweep cache
     return section, tmp_path, {"TOOLSWEEP_CACHE": str(tmp_path / "cache")}
@@ -50,7 +50,7 @@ def test_readme_multiturn_example_runs_its_agent_and_judge_and_touches_no_projec
     assert done.returncode == 0, done.stderr[-3000:]
     changed = {p for p, t in project_files().items() if before.get(p) != t} | (before.keys() - project_files().keys())
     assert not changed, f"the example wrote into the repository: {sorted(changed)}"
-    # the pooled line the README says the run prints
+    # the pooled line the page says the run prints
     printed = re.search(r"`(\| all \| judge \|[^`]+\|)`", section)[1]
     assert printed in done.stdout, done.stdout
 
