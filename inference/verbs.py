@@ -101,6 +101,8 @@ def verb_parser(name: str) -> argparse.ArgumentParser:
 
         parser = get_args_parser()
         parser.prog = f"toolsweep {RUN}"
+        for action in parser._actions:  # Hydra's lazy help texts, as argparse's formatter needs them
+            action.help = None if action.help is None else str(action.help)
         return parser
     module, _, function = verb.target.partition(":")
     main = getattr(importlib.import_module(module), function)

@@ -211,7 +211,7 @@ def commands_page() -> str:
                 name += " {" + ",".join(map(str, action.choices)) + "}"
             default = "" if action.default in (None, False, [], "==SUPPRESS==") or not action.option_strings \
                 else f"`{action.default}`"
-            out.append(f"| `{name}` | {_cell(str(action.help or ''))} | {default} |")
+            out.append(f"| `{name}` | {_cell(action.help or '')} | {default} |")
         out += [""]
     return "\n".join(out) + "\n"
 
