@@ -281,7 +281,9 @@ def column_table(columns: dict[str, str], notes: dict[str, str] | None = None) -
 
 
 def outputs_page() -> str:
+    from grading.leaderboard import leaderboard_schema
     from grading.metrics import metrics_schema
+    from grading.slices import slices_schema
     from grading.report import BASE_SAMPLE_SCHEMA, sample_schema
     from grading.scoring import get_scorer, scorer_names
 
@@ -292,8 +294,8 @@ def outputs_page() -> str:
         columns, notes = declared(target)
         out += [f"## {name}", "", f"{what} (`{target}`).", "", column_table(columns, notes), ""]
     out += ["## Per scorer", "",
-            "`samples.parquet` and `metrics.parquet` of a run graded by each scorer (`grading/scorers/`): "
-            "the columns after the common ones above.", ""]
+            "The tables of a run graded by each scorer (`grading/scorers/`), and of a sweep of such runs: "
+            "their columns follow from what the scorer declares.", ""]
     _, sample_notes = declared("grading.report:BASE_SAMPLE_SCHEMA")
     for name in scorer_names():
         scorer = get_scorer(name)
@@ -301,7 +303,11 @@ def outputs_page() -> str:
         metrics = {c: str(t) for c, t in metrics_schema(scorer).items()}
         out += [f"### {name}", "", f"readings: {', '.join(f'`{r}`' for r in scorer.readings)}", "",
                 "samples.parquet, after the common columns:", "", column_table(samples), "",
-                "metrics.parquet:", "", column_table(metrics, _metric_notes(scorer)), ""]
+                "metrics.parquet:", "", column_table(metrics, _metric_notes(scorer)), "",
+                "slices.parquet (the metrics per band of each slice):", "",
+                column_table({c: str(t) for c, t in slices_schema(scorer).items()}), "",
+                "leaderboard.parquet of a sweep of this scorer's runs:", "",
+                column_table({c: str(t) for c, t in leaderboard_schema([scorer]).items()}), ""]
     return "\n".join(out) + "\n"
 
 
