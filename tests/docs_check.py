@@ -189,7 +189,7 @@ class Checker:
         except ValueError as exc:
             return [Problem(snippet.page, snippet.line, f"`{snippet.text}`: cannot be read as a shell line ({exc})")]
         if not cmds and snippet.inline:
-            tokens = snippet.text.split()
+            tokens = [t for t in prose_tokens(snippet.text) if t not in ("-m", "--multirun")]
             if tokens and all(self._is_override(t) for t in tokens):
                 return self._jobs(snippet, tokens, sweeps=True, exact=False, into=jobs)
             return []
@@ -343,6 +343,18 @@ class Checker:
             with open_dict(cfg):
                 del cfg["hydra"]
             return {**OmegaConf.to_container(cfg, resolve=True), "hydra": hydra}
+
+
+def prose_tokens(text: str) -> list[str]:
+    """An inline span's tokens as a shell reads them, a `<placeholder with spaces>` one token, an
+    environment variable holding overrides (`ARGS="dataset=x dataset.limit=10"`) its overrides."""
+    text = re.sub(r"<[^<>]*>", lambda m: m[0].replace(" ", "_"), text)
+    try:
+        tokens = shlex.split(text)
+        env = re.fullmatch(r"[A-Z][A-Z0-9_]*=(.*)", tokens[0]) if len(tokens) == 1 else None
+        return shlex.split(env[1]) if env else tokens
+    except ValueError:
+        return text.split()
 
 
 def describe(exc: Exception) -> str:
