@@ -25,8 +25,6 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # the checkout this site documents, ahead of any installed copy
-    sys.path.insert(0, str(ROOT))
 CONF = ROOT / "conf"
 
 
@@ -41,6 +39,8 @@ def on_files(files: Any, config: Any) -> Any:
 
 def pages() -> dict[str, str]:
     """Every generated page by its path under docs/."""
+    if str(ROOT) not in sys.path:  # the checkout this site documents, ahead of any installed copy
+        sys.path.insert(0, str(ROOT))  # (mkdocs restores sys.path after loading a hook)
     return {"reference/config.md": config_page(), "reference/commands.md": commands_page(),
             "reference/outputs.md": outputs_page()}
 
