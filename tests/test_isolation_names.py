@@ -36,6 +36,9 @@ class Names:
     benchmarks: frozenset[str]
     settings: frozenset[str]
     roles: frozenset[str]
+    setting_groups: tuple[frozenset[str], ...] = ()
+    """Each benchmark's settings: a tuple, list or set literal of two or more of one benchmark's
+    settings names them, however short (`("p", "r", "c")`)."""
 
 
 def declared_names() -> Names:
@@ -49,7 +52,8 @@ def declared_names() -> Names:
     return Names(
         benchmarks=frozenset(n.lower() for n in (*benchmark_names(), *dataset_names, *scorer_names())),
         settings=frozenset(s for b in benchmarks for s in b.settings if len(s) >= MIN_SETTING_CHARS),
-        roles=frozenset(r for b in benchmarks for r in b.roles))
+        roles=frozenset(r for b in benchmarks for r in b.roles),
+        setting_groups=tuple(frozenset(b.settings) for b in benchmarks if len(b.settings) > 1))
 
 
 def problems(text: str, names: Names) -> list[str]:
@@ -66,7 +70,15 @@ def problems(text: str, names: Names) -> list[str]:
                 found.append(f"line {node.lineno}: role {node.value!r} as a string")
         elif isinstance(node, ast.Attribute) and node.attr in names.roles:
             found.append(f"line {node.lineno}: role {node.attr!r} as an attribute")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and _settings_of_one(node, names):
+            found.append(f"line {node.lineno}: a benchmark's settings as a collection")
     return found
+
+
+def _settings_of_one(node: ast.Tuple | ast.List | ast.Set, names: Names) -> bool:
+    values = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return (len(values) > 1 and len(values) == len(node.elts)
+            and any(values <= group for group in names.setting_groups))
 
 
 def shared_sources() -> list[Path]:
@@ -95,14 +107,15 @@ def test_shared_code_names_no_benchmark_setting_or_role(names):
 
 
 @pytest.mark.parametrize("kind", ["benchmark in a comment", "benchmark in a docstring", "setting", "role string",
-                                  "role attribute"])
+                                  "role attribute", "settings tuple"])
 def test_the_check_finds_a_planted_name(names, kind, tmp_path):
     benchmark, setting, role = sorted(names.benchmarks)[0], sorted(names.settings)[0], sorted(names.roles)[0]
     source = {"benchmark in a comment": f"x = 1  # as {benchmark.upper()} does\n",
               "benchmark in a docstring": f'def f():\n    """Read like {benchmark}."""\n',
               "setting": f"SETTING = {setting!r}\n",
               "role string": f"config = roles[{role!r}]\n",
-              "role attribute": f"model = cfg.roles.{role}.model\n"}[kind]
+              "role attribute": f"model = cfg.roles.{role}.model\n",
+              "settings tuple": f"ORDER = {tuple(sorted(min(names.setting_groups, key=len)))!r}\n"}[kind]
     planted = tmp_path / "planted.py"
     planted.write_text(source, encoding="utf-8")
     assert problems(planted.read_text(encoding="utf-8"), names), source

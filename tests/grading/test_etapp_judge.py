@@ -12,7 +12,7 @@ import jsonschema
 import polars as pl
 import pytest
 
-from grading.etapp_rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count, analysis_pattern,
+from grading.scorers.etapp_judge.rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count, analysis_pattern,
                                   answer_skeletons, fitting_analysis_chars, skeleton_bytes, judge_prompt, judge_schema,
                                   judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
 from grading.errors import GradingError

@@ -272,7 +272,7 @@ def test_sequential_state_keeps_a_tools_tables_across_a_users_cases(tmp_path, et
 def judge_script(data: Path, sample_ids: list[str], score: int) -> list[dict]:
     """A scripted judge: for each case, a full answer in the judge's schema giving `score` everywhere
     (the judge's requests are `judge/{sample_id}@{attempt}`)."""
-    from grading import etapp_rubric as jt
+    from grading.scorers.etapp_judge import rubric as jt
     from inference.benchmarks.etapp.cases import load_cases
 
     cases = {c.case_id: c for c in load_cases(data, None, None)}

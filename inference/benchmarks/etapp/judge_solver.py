@@ -2,19 +2,19 @@
 
 Reads RUN_DIR/trajectories.parquet (the agent solver's), builds each case's judge prompt
 (upstream's template from the ETAPP copy, filled as upstream's evaluator fills it; or the
-project's own wording, grading/etapp_rubric.py), runs the judge through the run's generation
+project's own wording, grading/scorers/etapp_judge/rubric.py), runs the judge through the run's generation
 store (resume, cache), and adds the judge's columns to the sample table (also written as
 judgements.parquet, with the messages the judge read).
 
 Two protocols, by `roles.judge.decoding.constraint`:
 - `none` (the default): upstream's. The judge decodes freely and its answer is read as upstream's
-  evaluator reads it (etapp_rubric.read_upstream_answer). At temperature 0 a retry would repeat
+  evaluator reads it (rubric.read_upstream_answer). At temperature 0 a retry would repeat
   the answer, so an unreadable one is recorded at once; above it, each retry draws again.
 - a grammar backend: the guided JSON answer, for small local judges (below).
 
 Under guided decoding no answer is cut by its token budget: each case's analysis cap is lowered
 until the schema's longest answer fits roles.judge.decoding.max_new_tokens
-(`etapp_rubric.fitting_analysis_chars`), and recorded as `judge_analysis_chars`. An answer that
+(`rubric.fitting_analysis_chars`), and recorded as `judge_analysis_chars`. An answer that
 still does not parse after `dataset.judge_retries` retries (each with analysis strings half as
 long) is a failure row.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from grading import etapp_rubric as jt
+from grading.scorers.etapp_judge import rubric as jt
 from grading.files import atomic_write
 from grading.scorers.etapp_judge import ENGINE_ERROR, JUDGE_TOO_LONG, NOT_JUDGED
 from inference.console import marker

@@ -1,6 +1,6 @@
 """ETAPP's scoring: the local judge's three 0-5 scores, averaged per setting, plus process facts.
 
-The judge has already read each episode when grading runs (`grading/etapp_rubric.py` builds
+The judge has already read each episode when grading runs (`grading/scorers/etapp_judge/rubric.py` builds
 its prompt and reads its answer); this scorer reads the judge's columns and the episode's
 process columns, nothing else. One reading, `judge`.
 
@@ -46,7 +46,7 @@ import polars as pl
 
 from grading.case_view import CaseView
 from grading.errors import GradingError
-from grading.etapp_rubric import METHODS
+from grading.scorers.etapp_judge.rubric import METHODS
 from grading.scoring import SCORE, SHARE, Metric, RowScorer, mean, ratio
 
 READING = "judge"
