@@ -57,15 +57,16 @@ def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> P
             "headline": _table("headline", *metrics_cells(metrics, scorer)),
             "definitions": [(m.name, definition(m)) for m in scorer.metrics],
             "outcomes": _outcomes(samples, scorer), "slices": _slices(slices, scorer),
-            "cases": _cases(run_dir, samples, scorer, page_title=f"{model} on {scorer.name}: cases")}
+            "cases": _cases(run_dir, samples, scorer, facts, page_title=f"{model} on {scorer.name}: cases")}
     return _render("run.html.j2", page, run_dir / REPORT)
 
 
-def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, page_title: str) -> dict[str, Any] | None:
-    """cases.html beside the report for a scorer with a case view and a run with trajectories;
-    what the report says of it."""
+def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, facts: Mapping[str, Any],
+           page_title: str) -> dict[str, Any] | None:
+    """cases.html beside the report for a scorer with a case view and a run that lists a side table
+    of messages; what the report says of it."""
     view = getattr(scorer, "cases", None)
-    cases = case_page(run_dir, samples, view) if view is not None else None
+    cases = case_page(run_dir, samples, view, facts) if view is not None else None
     if cases is None:
         return None
     _render("cases.html.j2", {"title": page_title, "where": str(run_dir.resolve()), **cases}, run_dir / CASES)

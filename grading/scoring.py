@@ -203,6 +203,15 @@ class RowScorer:
     settings, with its subsets; a metric defined only across settings lives there."""
     cases: Any = None
     """grading.case_view.CaseView: how report.html's cases.html shows a multi-turn run's cases."""
+    judge_view: Any = None
+    """grading.views.JudgeView: the role whose model scores its samples, its dimensions and scale
+    (toolsweep agreement, the board's judge model)."""
+    outcome_view: Any = None
+    """grading.views.OutcomeView: a grade field sorting each answer into a taxonomy (report.html's
+    outcome figure and table)."""
+    ablation: Any = None
+    """grading.views.AblationAxis: a config option a sweep may vary (the board's ablation column,
+    the sweep report's figure, toolsweep compare's note)."""
     count_columns: tuple[str, ...] = DEFAULT_COUNTS
     """The count columns its metrics table has (names of grading.metrics.COUNT_COLUMNS): only those
     that apply to its samples (gold_schema_coverage needs a gold tool and a tool schema)."""

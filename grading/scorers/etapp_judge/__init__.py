@@ -290,7 +290,7 @@ SCORER = RowScorer(
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
     count_columns=("n_failed", "n_too_long"),
     cases=CaseView(columns=("end_reason", "turns", *(f"judge_{d}" for d in DIMENSIONS)),
-                   scores=tuple(f"judge_{d}" for d in DIMENSIONS), judge_file="judgements.parquet"),
+                   scores=tuple(f"judge_{d}" for d in DIMENSIONS)),
     description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
                 "with the paper's GPT-4o numbers), with key-point and process measures",
 )

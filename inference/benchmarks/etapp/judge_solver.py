@@ -30,6 +30,7 @@ import polars as pl
 
 from grading.scorers.etapp_judge import rubric as jt
 from grading.files import atomic_write
+from grading.views import JUDGE_ANSWERS, SideTable
 from grading.scorers.etapp_judge import ENGINE_ERROR, JUDGE_TOO_LONG, NOT_JUDGED
 from inference.console import marker
 from inference.engines import Request, prompt_tokens
@@ -47,6 +48,8 @@ JUDGEMENT_SCHEMA = {
     "judge_proactivity": pl.Int64, "judge_keypoints": pl.String, "judge_error": pl.String,
     "judge_attempts": pl.Int64, "judge_prompt_tokens": pl.Int64, "judge_output_tokens": pl.Int64,
     "judge_analysis_chars": pl.Int64, "judge_output": pl.String, "judge_messages": pl.String}
+JUDGEMENTS = SideTable("judgements.parquet", JUDGE_ANSWERS,
+                       description="the judge's answer, scores and the messages it read, per case (JUDGEMENT_SCHEMA)")
 GUIDED, UPSTREAM = "guided", "upstream"
 PROTOCOL_LINES = {UPSTREAM: "upstream's: free decoding, the answer read as upstream's evaluator reads it",
                   GUIDED: "guided JSON (roles.judge.decoding.constraint), not upstream's free answer"}
@@ -130,6 +133,7 @@ class JudgeSolver:
     """The judge's scores of every episode (procedure, personalization, proactivity, key points)."""
 
     role = JUDGE_ROLE
+    side_tables = (JUDGEMENTS,)
 
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         options: EtappOptions = context.cfg.dataset
@@ -144,7 +148,7 @@ class JudgeSolver:
         context.facts["judge_protocol"] = protocol(decoding)
         context.facts["report_facts"] = {"judge protocol": PROTOCOL_LINES[protocol(decoding)]}
         table = pl.DataFrame(results, schema=JUDGEMENT_SCHEMA)
-        atomic_write(context.run_dir / "judgements.parquet", table.write_parquet)
+        atomic_write(context.run_dir / JUDGEMENTS.name, table.write_parquet)
         return with_judgements(samples, table)
 
     def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
