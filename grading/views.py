@@ -113,11 +113,13 @@ class JudgeView:
 
 
 def judge_model(view: JudgeView | None, facts: Mapping[str, Any]) -> str | None:
-    """The name of the model that judged a run (run.json `roles.<view.role>.model.name`); None
-    where its scorer declares no judge or the run ran none."""
+    """The name of the model that judged a run (run.json `roles.<view.role>.model.name`; runs
+    written before roles: a top-level `<view.role>`); None where its scorer declares no judge or
+    the run ran none."""
     if view is None:
         return None
     model = (((facts.get("roles") or {}).get(view.role) or {}).get("model"))
+    model = model if isinstance(model, dict) else facts.get(view.role)
     return model.get("name") if isinstance(model, dict) else None
 
 

@@ -48,8 +48,11 @@ from grading.case_view import CaseView
 from grading.errors import GradingError
 from grading.scorers.etapp_judge.rubric import METHODS
 from grading.scoring import SCORE, SHARE, Metric, RowScorer, mean, ratio
+from grading.views import JudgeView
 
 READING = "judge"
+JUDGE_ROLE = "judge"
+"""The model role whose model judges (the benchmark's `roles`, conf/dataset/etapp.yaml's `roles.judge`)."""
 TOOL_GIVEN = "tool_given"
 """The `setting` segment (settings look like `tool_given/fc`) where a case lists its tools."""
 SETTINGS = (TOOL_GIVEN, "tool_retrieval")
@@ -291,6 +294,8 @@ SCORER = RowScorer(
     count_columns=("n_failed", "n_too_long"),
     cases=CaseView(columns=("end_reason", "turns", *(f"judge_{d}" for d in DIMENSIONS)),
                    scores=tuple(f"judge_{d}" for d in DIMENSIONS)),
+    judge_view=JudgeView(role=JUDGE_ROLE, dimensions={d: f"judge_{d}" for d in DIMENSIONS}, scale=tuple(range(6)),
+                         headline="personalization", points="judge_keypoints", point_scale=(0, 1, 2)),
     description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
                 "with the paper's GPT-4o numbers), with key-point and process measures",
 )
