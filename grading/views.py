@@ -151,6 +151,16 @@ class AblationAxis:
     that predates the option."""
     baseline: str
     """The value that ablates nothing: a board shows the column only where a job has another."""
+    counterfactual: str | None = None
+    """A sample column a counterfactual value of the option fills (the gold of the unablated
+    record, where the ablation changed the gold): `toolsweep compare` of a baseline run against
+    such a run pairs the samples both hold and counts the answers that moved with the change."""
+
+
+def counterfactual(samples: Any, axis: AblationAxis | None) -> bool:
+    """Whether a sample table is of a counterfactual run of `axis` (its counterfactual column filled)."""
+    column = axis.counterfactual if axis is not None else None
+    return column is not None and column in samples.columns and samples[column].null_count() < samples.height
 
 
 # A scorer that is not a RowScorer may lack the attributes: no view.

@@ -114,6 +114,8 @@ SCORER = RowScorer(
     optional_inputs=LOADER_INPUTS,
     slices=SLICES,
     outcome_view=OutcomeView("tool_outcome", TOOL_OUTCOMES, OUTCOME_COLOURS),
-    ablation=AblationAxis("history", "dataset.history", history_label, baseline="full"),
+    # dataset.history=swap keeps the unswapped gold in prior_gold_tool (inference/history.py).
+    ablation=AblationAxis("history", "dataset.history", history_label, baseline="full",
+                          counterfactual="prior_gold_tool"),
     description="PEToolBench paper: regex reading, exact tool name, whole-object parameters",
 )
