@@ -234,7 +234,7 @@ def _weights_lines(model: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _role_lines(facts: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """Every other model the numbers depend on (ETAPP's judge): scores compare only under it."""
+    """Every other model the numbers depend on (a judge role's): scores compare only under it."""
     lines = []
     for name, role in (facts.get("roles") or {}).items():
         if name != "model" and isinstance(role, Mapping):

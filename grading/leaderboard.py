@@ -151,7 +151,7 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
 
 def write_against_first(sweep_dir: Path) -> Path | None:
     """against_first.parquet: every other scored job against the sweep's first job (the base model,
-    or the earliest checkpoint: how a guard benchmark such as BFCL is read), paired by sample, on
+    or the earliest checkpoint: how a guard benchmark is read), paired by sample, on
     the scorer's headline metrics under its primary reading, per setting: the paired bootstrap
     CI, McNemar's exact p and the verdict, as `toolsweep compare` gives them. None (and no file)
     where the first job has no samples or no other job does."""

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# PEToolBench's evaluation script, verbatim: `re.search` with no flags (so `.` stops at a
+# The personalized tool-use benchmark's evaluation script (its scorer: grading/scorers/), verbatim: `re.search` with no flags (so `.` stops at a
 # newline), then `json.loads` of the whole match.
 OFFICIAL_PATTERN = re.compile(r'\{.*"tool_name":\s*".*?",\s*"parameters":\s*\{.*?\}\}')
 

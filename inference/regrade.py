@@ -1,6 +1,6 @@
 """`toolsweep grade RUN_DIR`: re-grade a run or a sweep (grading/regrade.py), first adding the
-columns a newer loader writes that the run's samples.parquet lacks (e.g. PEToolBench's
-same-function sets for the miss diagnosis), read from the benchmark files named in its run.json.
+columns a newer loader writes that the run's samples.parquet lacks (e.g. the
+same-function sets of a miss diagnosis), read from the benchmark files named in its run.json.
 Nothing is regenerated."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def refresh_inputs(samples: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
         print(f"toolsweep grade: note: {run_dir}: cannot read the run's dataset to add {wanted} ({exc}); "
               "grading without them", file=sys.stderr)
         return samples
-    known = [c for c in wanted if c in table.columns]  # a run's own output (e.g. ETAPP's model_calls) is not there
+    known = [c for c in wanted if c in table.columns]  # a run's own output (e.g. an agent's model_calls) is not there
     if not known:
         return samples
     return samples.join(table.select("sample_id", *known), on="sample_id", how="left", maintain_order="left")
