@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from grading.errors import GradingError
 from grading.files import atomic_write
 from grading.sweep import Job, find_jobs
 from grading.views import SIDE_TABLES, SideTable, side_tables_in
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-merge") -> int:
     args = parser.parse_args(argv)
     try:
         target = merge_shards(args.sweep_dir)
-    except ToolsweepError as exc:
+    except (ToolsweepError, GradingError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print(f"[toolsweep] merged {args.sweep_dir} into {target}")
