@@ -37,10 +37,10 @@ class CaseView:
     scores: tuple[str, ...]
     """Integer score columns; a case's band is their mean (unscored when any is null)."""
     end_column: str = "end_reason"
-    judge_column: str = "judge_output"
-    """The column of the run's judge-answers side table holding the judge's raw answer."""
-    error_column: str = "judge_error"
-    """The sample column saying why a case has no judge answer."""
+    judge_column: str | None = None
+    """The column of the run's judge-answers side table holding the judge's raw answer (None: none shown)."""
+    error_column: str | None = None
+    """The sample column saying why a case has no judge answer (None: none shown)."""
 
 
 def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView, facts: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -63,7 +63,7 @@ def _judge_answers(run_dir: Path, view: CaseView, source: SideTable | None) -> d
     if source is None or not (run_dir / source.name).is_file():
         return {}
     table = pl.read_parquet(run_dir / source.name)
-    if view.judge_column not in table.columns:
+    if view.judge_column is None or view.judge_column not in table.columns:
         return {}
     return {sid: _json(text) for sid, text in table.select(source.key, view.judge_column).iter_rows()}
 
@@ -89,7 +89,7 @@ def _case(number: int, row: Mapping[str, Any], messages: list[dict[str, Any]], a
             "band": _band(row, view),
             "cells": [row["sample_id"], row.get("setting"), *(_cell(row.get(c)) for c in view.columns)],
             "query": _query(messages), "turns": list(_turns(messages)), "answer": _cut(row.get("output")),
-            "points": list(judge_points(answer)) if answer is not None else [], "judge_error": row.get(view.error_column)}
+            "points": list(judge_points(answer)) if answer is not None else [], "judge_error": row.get(view.error_column) if view.error_column else None}
 
 
 def _token(text: str) -> str:

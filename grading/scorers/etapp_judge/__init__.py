@@ -305,7 +305,8 @@ SCORER = RowScorer(
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
     count_columns=("n_failed", "n_too_long"),
     cases=CaseView(columns=("end_reason", "turns", *(f"judge_{d}" for d in DIMENSIONS)),
-                   scores=tuple(f"judge_{d}" for d in DIMENSIONS)),
+                   scores=tuple(f"judge_{d}" for d in DIMENSIONS), judge_column="judge_output",
+                   error_column="judge_error"),
     judge_view=JudgeView(role=JUDGE_ROLE, dimensions={d: f"judge_{d}" for d in DIMENSIONS}, scale=tuple(range(6)),
                          headline="personalization", points="judge_keypoints", point_scale=(0, 1, 2)),
     description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
