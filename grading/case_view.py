@@ -3,8 +3,9 @@
 A scorer that declares a `CaseView` gets it when its run wrote a side table of messages (run.json's
 `side_tables`, kind `messages`, grading.views: one row per message with sample_id, turn, role,
 content, tool_calls, tool_error, ordered as the table declares) and, where there is one, a side
-table of judge answers (kind `judge_answers`). The page has an index (the declared columns, narrowed by end reason and score band
-with radio buttons and CSS alone: no script) and, per case, its query, each turn (the model's
+table of judge answers (kind `judge_answers`). The page has an index (the declared columns,
+narrowed by end reason and score band with radio buttons and CSS alone: no script) and, per
+case, its query, each turn (the model's
 text, its calls, the observations, reminders marked as such), the final answer and the judge's
 score and analysis for every key point. Message texts are cut at MESSAGE_CHARS.
 """
@@ -89,7 +90,8 @@ def _case(number: int, row: Mapping[str, Any], messages: list[dict[str, Any]], a
             "band": _band(row, view),
             "cells": [row["sample_id"], row.get("setting"), *(_cell(row.get(c)) for c in view.columns)],
             "query": _query(messages), "turns": list(_turns(messages)), "answer": _cut(row.get("output")),
-            "points": list(judge_points(answer)) if answer is not None else [], "judge_error": row.get(view.error_column) if view.error_column else None}
+            "points": list(judge_points(answer)) if answer is not None else [],
+            "judge_error": row.get(view.error_column) if view.error_column else None}
 
 
 def _token(text: str) -> str:

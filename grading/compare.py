@@ -282,8 +282,9 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-compare") -> int:
     if moves.height:
         axis = ablation_axis(scorer_of(samples_a))
         paths.append(write_table(moves, out / f"{axis.name}_moves.parquet", MOVES_SCHEMA, {}))
-        print(f"\nAnswers that moved with the counterfactual {axis.option} (B), of those right in A:\n" + markdown_table(
-            list(moves.columns), [[str(v) if not isinstance(v, float) else f"{v:.1%}" for v in r] for r in moves.rows()]))
+        cells = [[str(v) if not isinstance(v, float) else f"{v:.1%}" for v in r] for r in moves.rows()]
+        print(f"\nAnswers that moved with the counterfactual {axis.option} (B), of those right in A:\n"
+              + markdown_table(list(moves.columns), cells))
     print(f"\n{flips.height} flips; wrote " + ", ".join(str(p) for p in paths))
     return 0
 

@@ -1,16 +1,16 @@
 """History ablations (`dataset.history`): what the model sees of the user's interaction history.
 
 A benchmark whose prompts hold the user's history as a JSON list between `Interaction history
-is:` and the tool list (its loader offers these options); an ablation rewrites only that list (the paper's Figure 5 compares accuracy with and
-without it):
+is:` and the tool list (its loader offers these options); an ablation rewrites only that list
+(the paper's Figure 5 compares accuracy with and without it):
 
 - `full`: as the benchmark wrote it (the prompt is not touched);
 - `none`: an empty list, so the prompt stays well formed;
 - `last_k`: the last `dataset.history_k` items (the most recent, in the chronological setting);
 - `shuffled`: the items in an order fixed by the sample id and `dataset.history_seed`;
-- `swap`: the counterfactual history (where the loader gives same-function sets and candidates). A same-function alternative to the gold tool
-  (a seeded choice among the record's candidates, preferring one whose provider the history
-  names) exchanges provider names with the gold's throughout the history, so the history now
+- `swap`: the counterfactual history (where the loader gives same-function sets and candidates).
+  A same-function alternative to the gold tool (a seeded choice among the record's candidates,
+  preferring one whose provider the history names) exchanges provider names with the gold's throughout the history, so the history now
   points at the alternative; the gold becomes the alternative with the same parameters, and
   `prior_gold_tool` keeps the unswapped gold (the diagnosis calls an answer of it `prior_choice`);
 - `dataset.drop_ratings=true` removes the `rating` of every item (the `r` setting's signal).

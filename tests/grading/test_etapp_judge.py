@@ -12,9 +12,10 @@ import jsonschema
 import polars as pl
 import pytest
 
-from grading.scorers.etapp_judge.rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count, analysis_pattern,
-                                  answer_skeletons, fitting_analysis_chars, skeleton_bytes, judge_prompt, judge_schema,
-                                  judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
+from grading.scorers.etapp_judge.rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count,
+                                                analysis_pattern, answer_skeletons, fitting_analysis_chars,
+                                                skeleton_bytes, judge_prompt, judge_schema, judge_template, keypoints,
+                                                parse_judgement, preferences_for, render_trajectory)
 from grading.errors import GradingError
 from grading.grades import grade
 from grading.metrics import summarize
