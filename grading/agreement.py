@@ -1,7 +1,9 @@
 """`toolsweep agreement RUN_OR_SWEEP_A RUN_OR_SWEEP_B`: do two judges score the same trajectories alike?
 
-The two runs (or sweeps) hold the same agent trajectories judged by two judges (e.g. a sweep
-over `roles.judge.model.path=A,B`, or `toolsweep judge` with another judge). Per judge dimension:
+The two runs (or sweeps) hold the same agent output judged by two judges (e.g. a sweep over
+`roles.<judge role>.model.path=A,B`, or `toolsweep judge` with another judge). What is compared is
+what the runs' scorer declares in its judge view (grading.views.JudgeView): the judge's role, its
+dimensions (sample columns) and their scale, and its per key point scores. Per judge dimension:
 quadratic-weighted Cohen's kappa (scikit-learn), Krippendorff's alpha, ordinal (`krippendorff`),
 exact and within-1 agreement and the mean difference (B - A), each with a bootstrap 95% CI over
 cases; per key point, the agreement of the 0/1/2 scores. Given two sweeps, job i of A is paired
@@ -24,14 +26,11 @@ import polars as pl
 from grading.errors import GradingError
 from grading.files import read_facts, run_folder, samples_file
 from grading.report import markdown_table, write_table
-from grading.scorers.etapp_judge import DIMENSIONS
+from grading.scoring import scorer_of
 from grading.stats import resampled_ci
 from grading.sweep import job_dirs
+from grading.views import JudgeView, judge_model, judge_view
 
-SCORES = tuple(range(6))
-POINT_SCORES = (0, 1, 2)
-HEADLINE = "personalization"
-"""The dimension the checkpoints are ranked by (the scorer's headline)."""
 FAMILIES = ("llama", "qwen", "mistral", "mixtral", "gemma", "smollm", "phi", "deepseek", "granite", "olmo", "yi")
 AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
     "scope": pl.String, "n": pl.Int64,
@@ -43,18 +42,32 @@ RANKING_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def judged_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
+def view_of_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> JudgeView:
+    """The judge view of the scorer both runs name; an error where they differ or it declares none."""
+    scorer_a, scorer_b = scorer_of(samples_a), scorer_of(samples_b)
+    if scorer_a.name != scorer_b.name:
+        raise GradingError(f"run A is graded by {scorer_a.name!r} and run B by {scorer_b.name!r}: pass two runs of "
+                           "one benchmark judged by two judges")
+    view = judge_view(scorer_a)
+    if view is None:
+        raise GradingError(f"scorer {scorer_a.name!r} declares no judge view (no judge model scores its samples): "
+                           "pass runs of a benchmark whose scorer declares one (RowScorer(judge_view=...))")
+    return view
+
+
+def judged_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame, view: JudgeView) -> pl.DataFrame:
     """The cases both judges scored (every dimension), one row each, A's and B's columns."""
-    columns = ["sample_id", "judge_keypoints", *(f"judge_{d}" for d in DIMENSIONS)]
+    columns = ["sample_id", *([view.points] if view.points else []), *view.dimensions.values()]
     for name, frame in (("A", samples_a), ("B", samples_b)):
         missing = [c for c in columns if c not in frame.columns]
         if missing:
-            raise GradingError(f"samples of run {name} lack {missing}: pass runs of a judged benchmark (ETAPP)")
+            raise GradingError(f"samples of run {name} lack {missing}, the columns its scorer's judge view names: "
+                               "was the run judged? (toolsweep judge RUN_DIR)")
     paired = samples_a.select(columns).join(samples_b.select(columns), on="sample_id", suffix="_b")
     if paired.height == 0:
-        raise GradingError("runs A and B share no sample: judge the same agent run twice (toolsweep judge RUN_DIR "
-                           "roles.judge.model.path=...) or sweep roles.judge.model.path=A,B")
-    scored = [pl.col(f"judge_{d}{s}").is_not_null() for d in DIMENSIONS for s in ("", "_b")]
+        raise GradingError(f"runs A and B share no sample: judge the same agent run twice (toolsweep judge RUN_DIR "
+                           f"roles.{view.role}.model.path=...) or sweep roles.{view.role}.model.path=A,B")
+    scored = [pl.col(f"{c}{s}").is_not_null() for c in view.dimensions.values() for s in ("", "_b")]
     return paired.filter(pl.all_horizontal(scored))
 
 
@@ -97,10 +110,11 @@ def _alpha(a: np.ndarray, b: np.ndarray, levels: Sequence[int]) -> float:
                                     level_of_measurement="ordinal"))
 
 
-def point_scores(paired: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Both judges' 0/1/2 scores of every key point they both scored, in case order."""
+def point_scores(paired: pl.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Both judges' scores of every key point they both scored (JSON {group: {point: score}} in
+    `column`), in case order."""
     a, b = [], []
-    for left, right in paired.select("judge_keypoints", "judge_keypoints_b").iter_rows():
+    for left, right in paired.select(column, f"{column}_b").iter_rows():
         points_a, points_b = json.loads(left or "{}"), json.loads(right or "{}")
         for group, scores in points_a.items():
             for point, score in scores.items():
@@ -112,31 +126,34 @@ def point_scores(paired: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def agreement_table(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
-    """One row per dimension and one for the key points."""
-    paired = judged_pairs(samples_a, samples_b)
-    rows = [agreement(paired[f"judge_{d}"].to_numpy(), paired[f"judge_{d}_b"].to_numpy(), SCORES, d)
-            for d in DIMENSIONS]
-    rows.append(agreement(*point_scores(paired), POINT_SCORES, "keypoints"))
+    """One row per dimension of the scorer's judge view and, where it scores key points, one for them."""
+    view = view_of_runs(samples_a, samples_b)
+    paired = judged_pairs(samples_a, samples_b, view)
+    rows = [agreement(paired[c].to_numpy(), paired[f"{c}_b"].to_numpy(), view.scale, d)
+            for d, c in view.dimensions.items()]
+    if view.points:
+        rows.append(agreement(*point_scores(paired, view.points), view.point_scale, "keypoints"))
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA)
 
 
-def ranking(means_a: Sequence[float], means_b: Sequence[float], labels: Sequence[str]) -> dict[str, Any]:
+def ranking(means_a: Sequence[float], means_b: Sequence[float], labels: Sequence[str],
+            headline: str) -> dict[str, Any]:
     """Kendall's tau between two judges' rankings of the same checkpoints, and each flipped pair."""
     from scipy.stats import kendalltau
 
     result = kendalltau(means_a, means_b)
     flips = [(labels[i], labels[j]) for i in range(len(labels)) for j in range(i + 1, len(labels))
              if (means_a[i] - means_a[j]) * (means_b[i] - means_b[j]) < 0]
-    return {"metric": HEADLINE, "jobs": len(labels), "tau": float(result.statistic), "p_value": float(result.pvalue),
+    return {"metric": headline, "jobs": len(labels), "tau": float(result.statistic), "p_value": float(result.pvalue),
             "flips": json.dumps(flips)}
 
 
-def family_warnings(facts_a: dict[str, Any], facts_b: dict[str, Any]) -> list[str]:
+def family_warnings(facts_a: dict[str, Any], facts_b: dict[str, Any], view: JudgeView) -> list[str]:
     """A line for each judge that shares a model family with the evaluated model."""
     lines = []
     for name, facts in (("A", facts_a), ("B", facts_b)):
         agent = str(((facts.get("model") or {}).get("name")) or "").lower()
-        judge = str(((((facts.get("roles") or {}).get("judge") or {}).get("model") or {}).get("name")) or "").lower()
+        judge = str(judge_model(view, facts) or "").lower()
         shared = [f for f in FAMILIES if f in agent and f in judge]
         if shared:
             lines.append(f"warning: run {name}'s judge ({judge}) and the evaluated model ({agent}) are both {shared[0]}: "
@@ -161,13 +178,14 @@ def compare_judges(path_a: Path, path_b: Path) -> tuple[pl.DataFrame, pl.DataFra
              for group in (samples_a, samples_b) for i, s in enumerate(group)]
     table = agreement_table(pl.concat(keyed[:len(runs_a)], how="diagonal_relaxed"),
                             pl.concat(keyed[len(runs_a):], how="diagonal_relaxed"))
+    view = view_of_runs(samples_a[0], samples_b[0])
     ranked = None
     if len(runs_a) > 1:
-        column = f"judge_{HEADLINE}"
+        column = view.dimensions[view.headline]
         ranked = pl.DataFrame([ranking([s[column].mean() for s in samples_a], [s[column].mean() for s in samples_b],
-                                       [r.name for r in runs_a])], schema=RANKING_SCHEMA)
+                                       [r.name for r in runs_a], view.headline)], schema=RANKING_SCHEMA)
     warnings = [w for a, b in zip(runs_a, runs_b) for w in family_warnings(read_facts(a / "run.json"),
-                                                                           read_facts(b / "run.json"))]
+                                                                           read_facts(b / "run.json"), view)]
     return table, ranked, list(dict.fromkeys(warnings))
 
 
@@ -212,7 +230,7 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-agreement") -> in
     print(format_agreement(table))
     if ranked is not None:
         row = ranked.row(0, named=True)
-        print(f"\nKendall's tau of the {row['jobs']} checkpoints' {HEADLINE} ranking: {row['tau']:.3f} "
+        print(f"\nKendall's tau of the {row['jobs']} checkpoints' {row['metric']} ranking: {row['tau']:.3f} "
               f"(p {row['p_value']:.3f}); flipped pairs: {row['flips']}")
     print("\nwrote " + ", ".join(str(p) for p in paths))
     return 0

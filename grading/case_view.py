@@ -1,9 +1,11 @@
 """cases.html: every case of a multi-turn run, readable offline (linked from report.html).
 
-A scorer that declares a `CaseView` gets it when its run wrote `trajectories.parquet` (one row per
-message: sample_id, index, turn, role, content, tool_calls, tool_name, arguments, observation,
-tool_error). The page has an index (the declared columns, narrowed by end reason and score band
-with radio buttons and CSS alone: no script) and, per case, its query, each turn (the model's
+A scorer that declares a `CaseView` gets it when its run wrote a side table of messages (run.json's
+`side_tables`, kind `messages`, grading.views: one row per message with sample_id, turn, role,
+content, tool_calls, tool_error, ordered as the table declares) and, where there is one, a side
+table of judge answers (kind `judge_answers`). The page has an index (the declared columns,
+narrowed by end reason and score band with radio buttons and CSS alone: no script) and, per
+case, its query, each turn (the model's
 text, its calls, the observations, reminders marked as such), the final answer and the judge's
 score and analysis for every key point. Message texts are cut at MESSAGE_CHARS.
 """
@@ -19,8 +21,8 @@ from typing import Any, Iterator, Mapping
 import polars as pl
 
 from grading.listing import truncated
+from grading.views import JUDGE_ANSWERS, MESSAGES, SideTable, side_table_of
 
-TRAJECTORIES = "trajectories.parquet"
 CASES = "cases.html"
 MESSAGE_CHARS = 2000
 BANDS = (("0-1", 0.0, 2.0), ("2-3", 2.0, 4.0), ("4-5", 4.0, 5.01))
@@ -36,19 +38,20 @@ class CaseView:
     scores: tuple[str, ...]
     """Integer score columns; a case's band is their mean (unscored when any is null)."""
     end_column: str = "end_reason"
-    judge_file: str | None = None
-    """A Parquet file of the run with `sample_id` and the judge's raw answer, when there is a judge."""
-    judge_column: str = "judge_output"
+    judge_column: str | None = None
+    """The column of the run's judge-answers side table holding the judge's raw answer (None: none shown)."""
+    error_column: str | None = None
+    """The sample column saying why a case has no judge answer (None: none shown)."""
 
 
-def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView) -> dict[str, Any] | None:
-    """The page's data, or None when the run wrote no trajectories."""
-    path = run_dir / TRAJECTORIES
-    if not path.is_file():
+def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView, facts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The page's data, or None when the run (its facts: run.json) lists no side table of messages."""
+    table = side_table_of(facts, MESSAGES)
+    if table is None or not (run_dir / table.name).is_file():
         return None
-    messages = pl.read_parquet(path).sort("sample_id", "index", maintain_order=True)
-    by_case = {sid: group.to_dicts() for (sid,), group in messages.group_by("sample_id", maintain_order=True)}
-    answers = _judge_answers(run_dir, view)
+    messages = pl.read_parquet(run_dir / table.name).sort(table.key, *table.order, maintain_order=True)
+    by_case = {sid: group.to_dicts() for (sid,), group in messages.group_by(table.key, maintain_order=True)}
+    answers = _judge_answers(run_dir, view, side_table_of(facts, JUDGE_ANSWERS))
     rows = samples.to_dicts()
     cases = [_case(number, row, by_case.get(row["sample_id"], []), answers.get(row["sample_id"]), view)
              for number, row in enumerate(rows, 1)]
@@ -57,13 +60,13 @@ def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView) -> dict[str,
             "bands": [*(b[0] for b in BANDS), UNSCORED]}
 
 
-def _judge_answers(run_dir: Path, view: CaseView) -> dict[str, Any]:
-    if view.judge_file is None or not (run_dir / view.judge_file).is_file():
+def _judge_answers(run_dir: Path, view: CaseView, source: SideTable | None) -> dict[str, Any]:
+    if source is None or not (run_dir / source.name).is_file():
         return {}
-    table = pl.read_parquet(run_dir / view.judge_file)
-    if view.judge_column not in table.columns:
+    table = pl.read_parquet(run_dir / source.name)
+    if view.judge_column is None or view.judge_column not in table.columns:
         return {}
-    return {sid: _json(text) for sid, text in table.select("sample_id", view.judge_column).iter_rows()}
+    return {sid: _json(text) for sid, text in table.select(source.key, view.judge_column).iter_rows()}
 
 
 _FENCED = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -87,7 +90,8 @@ def _case(number: int, row: Mapping[str, Any], messages: list[dict[str, Any]], a
             "band": _band(row, view),
             "cells": [row["sample_id"], row.get("setting"), *(_cell(row.get(c)) for c in view.columns)],
             "query": _query(messages), "turns": list(_turns(messages)), "answer": _cut(row.get("output")),
-            "points": list(judge_points(answer)) if answer is not None else [], "judge_error": row.get("judge_error")}
+            "points": list(judge_points(answer)) if answer is not None else [],
+            "judge_error": row.get(view.error_column) if view.error_column else None}
 
 
 def _token(text: str) -> str:

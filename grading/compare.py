@@ -26,6 +26,7 @@ from grading.report import markdown_table, write_table
 from grading.scoring import Metric, Scorer, change_word, grade_columns, scorer_of, source_arrays, subsets_of
 from grading.stats import mcnemar_exact, paired_bootstrap_ci, resampled_ci
 from grading.tables import comparison_cells
+from grading.views import AblationAxis, ablation_axis, counterfactual
 
 COMPARISON_SCHEMA: dict[str, pl.DataType] = {
     "setting": pl.String, "parser": pl.String, "metric": pl.String, "n": pl.Int64,
@@ -44,9 +45,10 @@ MOVES_SCHEMA: dict[str, pl.DataType] = {
     "setting": pl.String, "parser": pl.String, "n": pl.Int64, "a_right": pl.Int64, "moved": pl.Int64,
     "stayed": pl.Int64, "moved_share": pl.Float64,
 }
-"""A full run against its dataset.history=swap twin: per setting and reading, of the n samples in
-both, a_right answered A's gold, moved answered A's gold in A and B's (swapped) gold in B, stayed
-answered A's gold in B too (`prior_choice`); moved_share = moved / a_right."""
+"""A baseline run against its counterfactual twin (a value of the scorer's ablation axis that changes
+the gold, grading.views.AblationAxis.counterfactual): per setting and reading, of the n samples in
+both, a_right answered A's gold, moved answered A's gold in A and B's (changed) gold in B, stayed
+answered A's gold in B too; moved_share = moved / a_right."""
 # How many unmatched ids an error message lists per side; the counts are always given.
 _LISTED_IDS = 20
 
@@ -70,7 +72,8 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     scorer = _same_scorer(samples_a, samples_b)
     _check_unique("A", samples_a)
     _check_unique("B", samples_b)
-    samples_a, samples_b = _swap_pairs(record_level(samples_a, scorer), record_level(samples_b, scorer))
+    samples_a, samples_b = _counterfactual_pairs(record_level(samples_a, scorer), record_level(samples_b, scorer),
+                                                 ablation_axis(scorer))
     paired = _pair(samples_a, samples_b, scorer)
     rows = [_compare_cell(frame, label, p, m)
             for label, frame in report_groups(paired, scorer) for p in scorer.readings for m in scorer.metrics]
@@ -79,29 +82,26 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     return comparison, _flips(paired, scorer)
 
 
-def swapped(frame: pl.DataFrame) -> bool:
-    """A dataset.history=swap run: its samples keep the unswapped gold."""
-    return "prior_gold_tool" in frame.columns and frame["prior_gold_tool"].null_count() < frame.height
-
-
-def _swap_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A swap run leaves out samples with no counterfactual: its twin is compared on the samples
-    both hold (saying how many it drops); any other pair is compared as it is."""
-    if swapped(samples_a) == swapped(samples_b):
+def _counterfactual_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame,
+                          axis: AblationAxis | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A counterfactual run leaves out samples with no counterfactual: its twin is compared on the
+    samples both hold (saying how many it drops); any other pair is compared as it is."""
+    if counterfactual(samples_a, axis) == counterfactual(samples_b, axis):
         return samples_a, samples_b
     common = set(samples_a["sample_id"]) & set(samples_b["sample_id"])
     dropped = samples_a.height + samples_b.height - 2 * len(common)
     if dropped:
-        print(f"toolsweep compare: one run has dataset.history=swap; comparing the {len(common)} samples both hold "
-              f"({dropped} without a counterfactual left out)", file=sys.stderr)
+        print(f"toolsweep compare: one run is a counterfactual {axis.option} run; comparing the {len(common)} samples "
+              f"both hold ({dropped} without a counterfactual left out)", file=sys.stderr)
     keep = pl.col("sample_id").is_in(list(common))
     return samples_a.filter(keep), samples_b.filter(keep)
 
 
-def history_moves(samples_a: pl.DataFrame, samples_b: pl.DataFrame, readings: tuple[str, ...]) -> pl.DataFrame:
-    """How often B's answer moved with its swapped history (B is the swap run); empty unless
-    exactly B is one."""
-    if not swapped(samples_b) or swapped(samples_a):
+def counterfactual_moves(samples_a: pl.DataFrame, samples_b: pl.DataFrame, readings: tuple[str, ...]) -> pl.DataFrame:
+    """How often B's answer moved with its counterfactual change (B is the counterfactual run of
+    the scorer's ablation axis); empty unless exactly B is one."""
+    axis = ablation_axis(scorer_of(samples_a))
+    if not counterfactual(samples_b, axis) or counterfactual(samples_a, axis):
         return pl.DataFrame(schema=MOVES_SCHEMA)
     rows = []
     for parser in readings:
@@ -274,15 +274,17 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-compare") -> int:
         comparison, flips = compare_runs(samples_a, samples_b)
         out = args.out or _default_out(args.run_a, args.run_b)
         paths = write_comparison(comparison, flips, out, args.run_a, args.run_b)
-        moves = history_moves(samples_a, samples_b, scorer_of(samples_a).readings)
+        moves = counterfactual_moves(samples_a, samples_b, scorer_of(samples_a).readings)
     except GradingError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print(format_comparison(comparison, scorer_of(samples_a)))
     if moves.height:
-        paths.append(write_table(moves, out / "history_moves.parquet", MOVES_SCHEMA, {}))
-        print("\nAnswers that moved with the swapped history (B), of those right in A:\n" + markdown_table(
-            list(moves.columns), [[str(v) if not isinstance(v, float) else f"{v:.1%}" for v in r] for r in moves.rows()]))
+        axis = ablation_axis(scorer_of(samples_a))
+        paths.append(write_table(moves, out / f"{axis.name}_moves.parquet", MOVES_SCHEMA, {}))
+        cells = [[str(v) if not isinstance(v, float) else f"{v:.1%}" for v in r] for r in moves.rows()]
+        print(f"\nAnswers that moved with the counterfactual {axis.option} (B), of those right in A:\n"
+              + markdown_table(list(moves.columns), cells))
     print(f"\n{flips.height} flips; wrote " + ", ".join(str(p) for p in paths))
     return 0
 

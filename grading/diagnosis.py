@@ -1,9 +1,11 @@
 """Why a tool call missed: the tool outcome and the parameter outcome of one answer.
 
-PEToolBench separates two failures that one `tool_acc` mixes up: a **preference miss** (a tool
-that does the job, from the record's same-function set, but not the one this user prefers: the
-personalization failed) and a **function miss** (a candidate that does something else: tool use
-failed). Parameter outcomes say how a right tool's arguments went wrong.
+For a benchmark whose records give each query a set of same-function tools, two failures that one
+tool accuracy mixes up come apart: a **preference miss** (a tool that does the job, from the
+record's same-function set, but not the one this user prefers: the personalization failed) and a
+**function miss** (a candidate that does something else: tool use failed). Parameter outcomes say
+how a right tool's arguments went wrong. A scorer that grades with these declares them in its
+outcome view (grading.views.OutcomeView: TOOL_OUTCOMES, OUTCOME_COLOURS).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ history (the model kept the provider it prefers anyway)."""
 TOOL_OUTCOMES = (CORRECT, PRIOR_CHOICE, PREFERENCE_MISS, FUNCTION_MISS, NOT_A_CANDIDATE, UNPARSED, FAILED)
 MISSING_KEY, EXTRA_KEY, WRONG_VALUE, TYPE_ONLY = "missing_key", "extra_key", "wrong_value", "type_only"
 PARAM_OUTCOMES = (CORRECT, MISSING_KEY, EXTRA_KEY, WRONG_VALUE, TYPE_ONLY)
+OUTCOME_COLOURS = {CORRECT: "#2ca02c", PRIOR_CHOICE: "#bcbd22", PREFERENCE_MISS: "#ff7f0e", FUNCTION_MISS: "#d62728",
+                   NOT_A_CANDIDATE: "#9467bd", UNPARSED: "#7f7f7f", FAILED: "#1f1f1f"}
+"""Each tool outcome's colour in report.html's figure."""
 
 
 def tool_outcome(tool: Any, gold: str | None, same_function: list[str] | None,

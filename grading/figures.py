@@ -1,4 +1,4 @@
-"""The figures of report.html: error taxonomy, slices with CIs, and a sweep's history ablation.
+"""The figures of report.html: error taxonomy, slices with CIs, and a sweep's ablation.
 
 Each function returns a matplotlib Figure (object API on an Agg canvas, see grading/plots.py);
 grading/html_report.py embeds them. Shares are drawn in percent, scores as they are.
@@ -6,28 +6,26 @@ grading/html_report.py embeds them. Shares are drawn in percent, scores as they 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
-from grading.diagnosis import (CORRECT, FAILED, FUNCTION_MISS, NOT_A_CANDIDATE, PREFERENCE_MISS, PRIOR_CHOICE,
-                               UNPARSED)
 from grading.plots import new_figure
 from grading.scoring import SHARE, Metric
+from grading.views import UNDIAGNOSED
 
-UNDIAGNOSED = "not diagnosed"
-"""A wrong tool in a run written before the loader gave the same-function and candidate sets."""
-OUTCOME_COLOURS = {CORRECT: "#2ca02c", PRIOR_CHOICE: "#bcbd22", PREFERENCE_MISS: "#ff7f0e", FUNCTION_MISS: "#d62728",
-                   NOT_A_CANDIDATE: "#9467bd", UNPARSED: "#7f7f7f", FAILED: "#1f1f1f", UNDIAGNOSED: "#c7c7c7"}
+_UNDIAGNOSED_COLOUR = "#c7c7c7"
 _SMALL_COLOUR, _COLOUR = "#8c8c8c", "tab:blue"
-_HISTORY_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+_ABLATION_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
 
 def outcome_figure(shares: dict[str, dict[str, list[float]]], settings: Sequence[str],
-                   outcomes: Sequence[str]) -> Any:
+                   outcomes: Sequence[str], colours: Mapping[str, str]) -> Any:
     """Stacked horizontal bars, one per setting, one panel per reading: the share of samples in
-    each tool outcome. `shares[reading][outcome]` holds one value in [0, 1] per setting."""
+    each outcome. `shares[reading][outcome]` holds one value in [0, 1] per setting; `colours`
+    (outcome -> colour) are the outcome view's, the undiagnosed grey."""
+    colours = {UNDIAGNOSED: _UNDIAGNOSED_COLOUR, **colours}
     readings = list(shares)
     fig = new_figure(4.2 * len(readings) + 0.6, 0.45 * len(settings) + 1.8)
     axes = fig.subplots(1, len(readings), sharey=True, squeeze=False)[0]
@@ -36,7 +34,7 @@ def outcome_figure(shares: dict[str, dict[str, list[float]]], settings: Sequence
         left = np.zeros(len(settings))
         for outcome in outcomes:
             width = 100 * np.asarray(shares[reading][outcome])
-            ax.barh(labels, width, left=left, color=OUTCOME_COLOURS.get(outcome), label=outcome, height=0.6)
+            ax.barh(labels, width, left=left, color=colours.get(outcome), label=outcome, height=0.6)
             left += width
         ax.set_title(f"{reading} reading")
         ax.set_xlim(0, 100)
@@ -75,10 +73,10 @@ def slice_figure(rows: pl.DataFrame, metric: Metric, title: str) -> Any:
     return fig
 
 
-def history_figure(panels: dict[str, pl.DataFrame], metric: Metric, settings: Sequence[str],
-                   histories: Sequence[str], reading: str) -> Any:
-    """Grouped bars: `metric` (with its CI) per setting, one bar per history value, one panel
-    per configuration; each panel's rows have `setting`, `history` and the metric columns."""
+def ablation_figure(panels: dict[str, pl.DataFrame], metric: Metric, settings: Sequence[str],
+                    histories: Sequence[str], reading: str, axis: str) -> Any:
+    """Grouped bars: `metric` (with its CI) per setting, one bar per value of the ablation `axis`,
+    one panel per configuration; each panel's rows have `setting`, `ablation` and the metric columns."""
     factor = 100.0 if metric.scale == SHARE else 1.0
     ncols = min(len(panels), 2)
     nrows = -(-len(panels) // ncols)
@@ -92,15 +90,15 @@ def history_figure(panels: dict[str, pl.DataFrame], metric: Metric, settings: Se
         for k, history in enumerate(histories):
             y, low, high = [], [], []
             for setting in settings:
-                match = rows.filter((pl.col("setting") == setting) & (pl.col("history") == history))
+                match = rows.filter((pl.col("setting") == setting) & (pl.col("ablation") == history))
                 value = match[metric.name][0] if match.height else None
                 y.append(np.nan if value is None else value * factor)
                 low.append(_bound(match, f"{metric.name}_low", y[-1], factor))
                 high.append(_bound(match, f"{metric.name}_high", y[-1], factor))
             y_arr = np.asarray(y)
             offsets = np.arange(len(settings)) + (k - (len(histories) - 1) / 2) * width
-            ax.bar(offsets, y_arr, width=width * 0.95, label=f"history={history}",
-                   color=_HISTORY_COLOURS[k % len(_HISTORY_COLOURS)],
+            ax.bar(offsets, y_arr, width=width * 0.95, label=f"{axis}={history}",
+                   color=_ABLATION_COLOURS[k % len(_ABLATION_COLOURS)],
                    yerr=np.vstack([y_arr - np.asarray(low), np.asarray(high) - y_arr]), capsize=3, ecolor="#444")
         ax.set_xticks(np.arange(len(settings)), ["all (pooled)" if s == "all" else s for s in settings])
         ax.set_title(variant or "all jobs", fontsize=9)

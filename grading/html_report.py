@@ -20,8 +20,7 @@ import jinja2
 import polars as pl
 
 from grading.case_view import CASES, case_page
-from grading.diagnosis import TOOL_OUTCOMES
-from grading.figures import UNDIAGNOSED, history_figure, outcome_figure, slice_figure
+from grading.figures import ablation_figure, outcome_figure, slice_figure
 from grading.files import atomic_write_text, read_facts, run_name, samples_file
 from grading.listing import truncated
 from grading.metrics import POOLED, setting_order
@@ -30,12 +29,11 @@ from grading.race import race_table
 from grading.repeats import record_level
 from grading.report import metrics_cells
 from grading.scoring import Metric, Scorer, direction_note, primary_reading, scorer_of
-from grading.tables import (board_scorers, comparison_cells, job_labels, leaderboard_cells, override_pairs,
-                            shown_metrics)
+from grading.tables import (board_axis, board_scorers, comparison_cells, job_labels, leaderboard_cells,
+                            override_pairs, shown_metrics)
+from grading.views import UNDIAGNOSED, AblationAxis, outcome_view
 
 REPORT = "report.html"
-HISTORY_KEY = "dataset.history"
-"""The override whose values the sweep report's history ablation compares."""
 FLIPS_SHOWN = 20
 OUTPUT_CHARS = 600
 _DPI = 100
@@ -57,15 +55,16 @@ def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> P
             "headline": _table("headline", *metrics_cells(metrics, scorer)),
             "definitions": [(m.name, definition(m)) for m in scorer.metrics],
             "outcomes": _outcomes(samples, scorer), "slices": _slices(slices, scorer),
-            "cases": _cases(run_dir, samples, scorer, page_title=f"{model} on {scorer.name}: cases")}
+            "cases": _cases(run_dir, samples, scorer, facts, page_title=f"{model} on {scorer.name}: cases")}
     return _render("run.html.j2", page, run_dir / REPORT)
 
 
-def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, page_title: str) -> dict[str, Any] | None:
-    """cases.html beside the report for a scorer with a case view and a run with trajectories;
-    what the report says of it."""
+def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, facts: Mapping[str, Any],
+           page_title: str) -> dict[str, Any] | None:
+    """cases.html beside the report for a scorer with a case view and a run that lists a side table
+    of messages; what the report says of it."""
     view = getattr(scorer, "cases", None)
-    cases = case_page(run_dir, samples, view) if view is not None else None
+    cases = case_page(run_dir, samples, view, facts) if view is not None else None
     if cases is None:
         return None
     _render("cases.html.j2", {"title": page_title, "where": str(run_dir.resolve()), **cases}, run_dir / CASES)
@@ -80,7 +79,7 @@ def definition(metric: Metric) -> str:
 
 def write_sweep_report(sweep_dir: Path) -> Path:
     """SWEEP_DIR/report.html from leaderboard.parquet: the board with each job named by its
-    differing overrides, metrics against step, and the history ablation when jobs vary it."""
+    differing overrides, metrics against step, and the ablation its scorer declares when jobs vary it."""
     sweep_dir = Path(sweep_dir)
     board = pl.read_parquet(sweep_dir / "leaderboard.parquet")
     jobs = board.unique("job", maintain_order=True).sort("job")
@@ -95,7 +94,8 @@ def write_sweep_report(sweep_dir: Path) -> Path:
         title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
         figures.append(_figure("by_step", step_figure(stepped, plotted, title, REPORT),
                                f"{', '.join(m.name for m in plotted)} against training step per setting"))
-    if metrics and (ablation := _history(board, labels, metrics[0])) is not None:
+    axis = board_axis(board)
+    if metrics and axis is not None and (ablation := _ablation(board, labels, metrics[0], axis)) is not None:
         figures.append(ablation)
     page = {"title": f"sweep {where.parent.name}/{where.name}", "where": str(where),
             "n_jobs": jobs.height, "n_failed": jobs.filter(pl.col("status") == "failed").height,
@@ -234,7 +234,7 @@ def _weights_lines(model: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _role_lines(facts: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """Every other model the numbers depend on (ETAPP's judge): scores compare only under it."""
+    """Every other model the numbers depend on (a judge role's): scores compare only under it."""
     lines = []
     for name, role in (facts.get("roles") or {}).items():
         if name != "model" and isinstance(role, Mapping):
@@ -256,25 +256,26 @@ def _speed(speed: Mapping[str, Any]) -> str:
 
 
 def _outcomes(samples: pl.DataFrame, scorer: Scorer) -> dict[str, Any] | None:
-    # The error taxonomy exists where the scorer diagnoses misses (PEToolBench's tool_outcome).
-    readings = [r for r in scorer.readings if f"{r}_tool_outcome" in samples.columns]
+    """The taxonomy of the scorer's outcome view, per setting and reading; None where it declares none."""
+    view = outcome_view(scorer)
+    readings = [r for r in scorer.readings if view is not None and f"{r}_{view.field}" in samples.columns]
     if not readings:
         return None
     settings = setting_order(samples)
-    counts = {r: [_outcome_counts(samples, s, r) for s in settings] for r in readings}
-    outcomes = [o for o in (*TOOL_OUTCOMES, UNDIAGNOSED) if any(c.get(o) for cs in counts.values() for c in cs)]
+    counts = {r: [_outcome_counts(samples, s, f"{r}_{view.field}") for s in settings] for r in readings}
+    outcomes = [o for o in (*view.outcomes, UNDIAGNOSED) if any(c.get(o) for cs in counts.values() for c in cs)]
     shares = {r: {o: [c.get(o, 0) / max(1, sum(c.values())) for c in counts[r]] for o in outcomes} for r in readings}
     rows = [[r, s, str(sum(c.values())), *(f"{c.get(o, 0)} ({100 * c.get(o, 0) / max(1, sum(c.values())):.1f}%)"
                                            for o in outcomes)]
             for r in readings for s, c in zip(settings, counts[r])]
-    figure = _figure("outcomes", outcome_figure(shares, settings, outcomes),
-                     "share of samples per tool outcome, per setting and reading")
+    figure = _figure("outcomes", outcome_figure(shares, settings, outcomes, view.colours),
+                     f"share of samples per {view.field.replace('_', ' ')}, per setting and reading")
     return {"figure": figure, "table": _table("outcomes", ["reading", "setting", "n", *outcomes], rows)}
 
 
-def _outcome_counts(samples: pl.DataFrame, setting: str, reading: str) -> dict[str, int]:
+def _outcome_counts(samples: pl.DataFrame, setting: str, column: str) -> dict[str, int]:
     frame = samples if setting == POOLED else samples.filter(pl.col("setting") == setting)
-    values = frame[f"{reading}_tool_outcome"].fill_null(UNDIAGNOSED)
+    values = frame[column].fill_null(UNDIAGNOSED)
     return dict(values.value_counts().iter_rows())
 
 
@@ -293,23 +294,24 @@ def _slices(slices: pl.DataFrame | None, scorer: Scorer) -> list[dict[str, str]]
     return figures
 
 
-def _history(board: pl.DataFrame, labels: Mapping[int, str], metric: Metric) -> dict[str, str] | None:
-    """Grouped bars of `metric` per setting per dataset.history value; None unless jobs differ in it."""
+def _ablation(board: pl.DataFrame, labels: Mapping[int, str], metric: Metric,
+              axis: AblationAxis) -> dict[str, str] | None:
+    """Grouped bars of `metric` per setting per value of the axis's option; None unless jobs differ in it."""
     complete = board.filter(pl.col("status") == "complete")
-    history = {job: override_pairs(o or "").get(HISTORY_KEY, "(default)")
+    history = {job: override_pairs(o or "").get(axis.option, "(default)")
                for job, o in zip(complete["job"].to_list(), complete["overrides"].to_list())}
     if len(set(history.values())) < 2 or metric.name not in board.columns:
         return None
     rows = primary_rows(complete)
     reading = ", ".join(rows["parser"].unique(maintain_order=True).to_list())
     rows = rows.with_columns(
-        pl.col("job").replace_strict(history, return_dtype=pl.String).alias("history"),
-        pl.col("job").replace_strict({j: _without(labels[j], HISTORY_KEY) for j in history},
+        pl.col("job").replace_strict(history, return_dtype=pl.String).alias("ablation"),
+        pl.col("job").replace_strict({j: _without(labels[j], axis.option) for j in history},
                                      return_dtype=pl.String).alias("variant"))
     panels = {v: rows.filter(pl.col("variant") == v) for v in rows["variant"].unique(maintain_order=True)}
     histories = list(dict.fromkeys(history.values()))
-    fig = history_figure(panels, metric, ordered_settings(rows), histories, reading)
-    return _figure("history", fig, f"history ablation: {metric.name} per setting for each {HISTORY_KEY} value")
+    fig = ablation_figure(panels, metric, ordered_settings(rows), histories, reading, axis.name)
+    return _figure(axis.name, fig, f"{axis.name} ablation: {metric.name} per setting for each {axis.option} value")
 
 
 def _without(label: str, key: str) -> str:

@@ -25,11 +25,12 @@ from grading.scoring import Scorer, metric_columns, primary_reading, scorer_of
 from grading.stats import metric_cis
 from grading.sweep import Job, find_jobs, job_step
 from grading.tables import board_scorers, leaderboard_cells
+from grading.views import ablation_axis, judge_model, judge_view
 
 BASE_SCHEMA: dict[str, pl.DataType] = {
     "job": pl.Int64, "model": pl.String, "model_path": pl.String, "step": pl.Int64,
-    "judge": pl.String,  # the judge model's name, for benchmarks a judge scores (ETAPP)
-    "history": pl.String,  # the history ablation (dataset.history, PEToolBench): full, none, last_5, ...
+    "judge_model": pl.String,  # the judge's model name, where the scorer declares a judge view
+    "ablation": pl.String,  # the value of the scorer's ablation axis (e.g. full, none, last_5), where it declares one
     "scorer": pl.String, "setting": pl.String, "parser": pl.String, "n": pl.Int64,
 }
 TAIL_SCHEMA: dict[str, pl.DataType] = {
@@ -92,8 +93,9 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
     run = read_facts(job.path / "run.json")
     samples = pl.read_parquet(job.path / "samples.parquet")
     scorer = scorer_of(samples)
-    base = {**_job_fields(job, run.get("model") or {}), "judge": judge_name(run),
-            "history": history_label(run), "scorer": scorer.name}
+    axis = ablation_axis(scorer)
+    base = {**_job_fields(job, run.get("model") or {}), "judge_model": judge_model(judge_view(scorer), run),
+            "ablation": axis.label((run.get("config") or {})) if axis is not None else None, "scorer": scorer.name}
     throughput = run.get("throughput") or {}
     frames = dict(report_groups(samples, scorer))  # a metrics row's setting label -> its samples
     rows = []
@@ -102,24 +104,6 @@ def _complete_rows(job: Job) -> tuple[list[dict[str, Any]], Scorer]:
                      "output_tokens_per_s": throughput.get("output_tokens_per_s"), "status": "complete",
                      **metric_cis(scorer.metrics, frames[metrics["setting"]], metrics["parser"])})
     return rows, scorer
-
-
-def judge_name(run: dict[str, Any]) -> str | None:
-    """The judge's model name: the `judge` role's in run.json (older runs: a top-level `judge`)."""
-    role = ((run.get("roles") or {}).get("judge") or {}).get("model")
-    judge = role if isinstance(role, dict) else run.get("judge")
-    return judge.get("name") if isinstance(judge, dict) else None
-
-
-def history_label(run: dict[str, Any]) -> str | None:
-    """The run's history ablation as a board shows it (`full`, `none`, `last_5`, `shuffled`,
-    `+no_ratings`); None for runs that predate the option."""
-    dataset = (run.get("config") or {}).get("dataset") or {}
-    mode = dataset.get("history")
-    if mode is None:
-        return None
-    label = f"last_{dataset.get('history_k')}" if mode == "last_k" else mode
-    return label + ("+no_ratings" if dataset.get("drop_ratings") else "")
 
 
 def _failed_rows(job: Job, reason: str | None) -> list[dict[str, Any]]:
@@ -167,7 +151,7 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
 
 def write_against_first(sweep_dir: Path) -> Path | None:
     """against_first.parquet: every other scored job against the sweep's first job (the base model,
-    or the earliest checkpoint: how a guard benchmark such as BFCL is read), paired by sample, on
+    or the earliest checkpoint: how a guard benchmark is read), paired by sample, on
     the scorer's headline metrics under its primary reading, per setting: the paired bootstrap
     CI, McNemar's exact p and the verdict, as `toolsweep compare` gives them. None (and no file)
     where the first job has no samples or no other job does."""

@@ -4,9 +4,9 @@ The metric columns are the scorer's own (grading.scoring.Metric). Every mean is 
 sample of the setting where its source is defined, so a failed or unparsable sample counts
 as wrong (the denominator is never shrunk by failures). With k samples per record
 (`decoding.samples`) each metric is averaged over the k and gets its spread, pass@k and pass^k
-(grading.repeats). A scorer's subsets (ETAPP's `clean`)
+(grading.repeats). A scorer's subsets (e.g. `clean`)
 add a `{setting}/{subset}` row after each setting's rows, pooled ones too, so every table made
-from `summarize` has them; a scorer's pools of settings (ETAPP's `both/<method>`) add a row each
+from `summarize` has them; a scorer's pools of settings (e.g. `both/<method>`) add a row each
 before `all`; the count columns are those the scorer declares.
 """
 

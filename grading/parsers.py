@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# PEToolBench's evaluation script, verbatim: `re.search` with no flags (so `.` stops at a
-# newline), then `json.loads` of the whole match.
+# The evaluation script of the benchmark whose scorer reads answers with it (grading/scorers/),
+# verbatim: `re.search` with no flags (so `.` stops at a newline), then `json.loads` of the match.
 OFFICIAL_PATTERN = re.compile(r'\{.*"tool_name":\s*".*?",\s*"parameters":\s*\{.*?\}\}')
 
 

@@ -26,7 +26,7 @@ SCORED = ("complete", "stopped")
 
 def plot_by_step(board: pl.DataFrame, metrics: list[Any], path: Path, title: str) -> Path:
     """Write a PNG of `metrics` (grading.scoring.Metric, with CIs) against step, each job under
-    its scorer's primary reading (`official` where it has one, else its first: ETAPP's `judge`);
+    its scorer's primary reading (`official` where it has one, else its first);
     returns `path`. Shares are drawn in percent, scores as they are.
 
     `board` holds leaderboard rows; rows without a step or of other readings are ignored.
@@ -156,12 +156,11 @@ def _panel_title(setting: str) -> str:
 
 
 def ordered_settings(rows: pl.DataFrame) -> list[str]:
-    """The settings of `rows` (metrics row labels): the benchmark's order (p, r, c), anything else
-    as found, the pooled row and its subsets (`all/clean`) last."""
+    """The settings of `rows` (metrics row labels) as found (a metrics table lists them in the
+    benchmark's order), the pooled row and its subsets (`all/clean`) last."""
     found = rows["setting"].unique(maintain_order=True).to_list()
     pooled = [s for s in found if s == POOLED or s.startswith(f"{POOLED}/")]
-    known = [s for s in ("p", "r", "c") if s in found]
-    return [*known, *(s for s in found if s not in known and s not in pooled), *pooled]
+    return [*(s for s in found if s not in pooled), *pooled]
 
 
 def _dodge(rows: pl.DataFrame) -> float:

@@ -6,7 +6,7 @@ such a table:
 - every metric's value is its mean over the k sample indices (the metric computed on the
   records' i-th samples, then averaged), and `{metric}_sd` the standard deviation of those k
   values (ddof 1): how far one run of the benchmark may land from another;
-- every Boolean per-sample grade with a better direction (PEToolBench `tool_ok`, ETAPP's
+- every Boolean per-sample grade with a better direction (a `tool_ok`, a judge's
   score-at-threshold passes) gets pass@k and pass^k by the unbiased estimators over each
   record's n defined samples with c passed: pass@k = 1 - C(n-c, k) / C(n, k) (Chen et al.,
   2021: at least one of k draws without replacement passes), pass^k = C(c, k) / C(n, k)

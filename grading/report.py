@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from grading.files import atomic_write
 from grading.metrics import metrics_schema
 from grading.repeats import PASS_AT, PASS_HAT, pass_metrics
-from grading.scoring import (LEGACY_SCORER, Scorer, format_value, grade_columns, metric_by_name, primary_reading,
+from grading.scoring import (Scorer, format_value, grade_columns, metric_by_name, primary_reading,
                              scorer_of)
 
 # samples.parquet: generation columns written by inference; then the scorer's inputs and grades.
@@ -70,7 +70,7 @@ def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataTyp
 def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:
     """samples.parquet: one row per sample, generation facts, the scorer's inputs and grades."""
     scorer = scorer_of(graded)
-    absent = [pl.lit(LEGACY_SCORER if c == "scorer" else None, dtype=BASE_SAMPLE_SCHEMA[c]).alias(c)
+    absent = [pl.lit(scorer.name if c == "scorer" else None, dtype=BASE_SAMPLE_SCHEMA[c]).alias(c)
               for c in _FILLABLE if c not in graded.columns]
     absent += [column for name, column in _ONE_SAMPLE.items() if name not in graded.columns]
     absent += [pl.lit(None, dtype=pl.String).alias(c) for c in getattr(scorer, "optional_inputs", ())

@@ -10,13 +10,14 @@ path) that defines `SCORER`. It declares:
 - `metrics`: what is reported, each a :class:`Metric` (name, source fields, aggregation,
   scale, whether it gets a bootstrap CI, and which way is better);
 - `subsets`: parts of every setting reported beside it (`{setting}/{subset}` rows), each named by
-  a Boolean sample or grade column (ETAPP: `judge_clean`, the cases whose data needed no substitute);
-- `pools`: rows over several settings (ETAPP: `both/fc`, a method over its two settings);
+  a Boolean sample or grade column (e.g. the cases whose data needed no substitute);
+- `pools`: rows over several settings (e.g. `both/<method>`, one method over its two settings);
 - `count_columns`: the sample counts its metrics table has besides the metrics
   (grading.metrics.COUNT_COLUMNS), only those that apply to its samples.
 
 Every sample row names its scorer (`scorer` column), so re-grading needs no inference code,
-and every report (metrics, leaderboard, comparison, plots) is derived from the scorer present.
+and every report (metrics, leaderboard, comparison, plots) is derived from the scorer present,
+including the views it declares (grading.views: cases, judge, outcomes, ablation axis).
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ PRIMARY_READING = "official"
 """The reading a report shows when it shows one (plots, slices), where the scorer has it."""
 DEFAULT_COUNTS = ("gold_schema_coverage", "n_failed", "n_too_long")
 """The count columns of a single-call benchmark answered under a tool schema (grading.metrics)."""
-# Tables written before samples named their scorer were PEToolBench runs.
-LEGACY_SCORER = "petoolbench"
 _PACKAGE = "grading.scorers"
 
 
@@ -197,12 +196,21 @@ class RowScorer:
     comparison) adds, after each setting's rows and after the pooled ones, `{setting}/{name}` rows
     over the samples where the column is true."""
     pools: Callable[[str], str | None] | None = None
-    """A setting -> the label of a row that pools it with other settings (ETAPP: `tool_given/fc`
-    and `tool_retrieval/fc` -> `both/fc`), or None for none. Every metrics table adds, after the
+    """A setting -> the label of a row that pools it with other settings (e.g. `given/fc` and
+    `retrieval/fc` -> `both/fc`), or None for none. Every metrics table adds, after the
     settings' rows and before the pooled `all`, each label that gathers two or more of the run's
     settings, with its subsets; a metric defined only across settings lives there."""
     cases: Any = None
     """grading.case_view.CaseView: how report.html's cases.html shows a multi-turn run's cases."""
+    judge_view: Any = None
+    """grading.views.JudgeView: the role whose model scores its samples, its dimensions and scale
+    (toolsweep agreement, the board's judge model)."""
+    outcome_view: Any = None
+    """grading.views.OutcomeView: a grade field sorting each answer into a taxonomy (report.html's
+    outcome figure and table)."""
+    ablation: Any = None
+    """grading.views.AblationAxis: a config option a sweep may vary (the board's ablation column,
+    the sweep report's figure, toolsweep compare's note)."""
     count_columns: tuple[str, ...] = DEFAULT_COUNTS
     """The count columns its metrics table has (names of grading.metrics.COUNT_COLUMNS): only those
     that apply to its samples (gold_schema_coverage needs a gold tool and a tool schema)."""
@@ -234,14 +242,12 @@ def get_scorer(name: str) -> Scorer:
 
 
 def scorer_of(samples: pl.DataFrame) -> Scorer:
-    """The one scorer named by a sample table's `scorer` column (legacy tables: PEToolBench's)."""
+    """The one scorer named by a sample table's `scorer` column (tables written before the column:
+    the one grading.scorers declares for them)."""
     if "scorer" not in samples.columns:
-        # Before scorers, FamilyTool and ToolSpectrum tables declared their rules in columns; their
-        # scorers now read columns those tables lack, so only PEToolBench tables re-grade.
-        if "official_parser" in samples.columns and (samples["official_parser"] != "tool_name_regex").any():
-            raise GradingError("this sample table predates per-benchmark scorers and is not a PEToolBench run: "
-                               "rerun it with toolsweep (its generations come from the cache, nothing is regenerated)")
-        return get_scorer(LEGACY_SCORER)
+        from grading.scorers import legacy_scorer
+
+        return get_scorer(legacy_scorer(samples))
     names = samples["scorer"].drop_nulls().unique().sort().to_list()
     if len(names) != 1:
         raise GradingError(f"a sample table must name exactly one scorer in its `scorer` column, got {names}; "
@@ -266,7 +272,7 @@ def counts_of(scorer: Scorer) -> tuple[str, ...]:
 
 def primary_reading(scorer: Scorer) -> str:
     """The reading shown where a report shows one: `official` (the benchmark's own parser) where the
-    scorer has it, else its first reading (ETAPP's `judge`)."""
+    scorer has it, else its first reading (a judged benchmark's only one, say)."""
     return PRIMARY_READING if PRIMARY_READING in scorer.readings else scorer.readings[0]
 
 

@@ -1,6 +1,7 @@
 """Slices: every metric with its bootstrap CI on parts of a run (per setting and pooled), to see
-*where* a model fails: PEToolBench by gold category, stated history length, tools the history
-combines and the gold's position among the candidates; every benchmark by prompt-token band.
+*where* a model fails: by the cuts its scorer declares (e.g. gold category, stated history length,
+tools the history combines, the gold's position among the candidates); every benchmark by
+prompt-token band.
 A band with fewer than MIN_N samples is kept and marked `small`, never hidden.
 """
 

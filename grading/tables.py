@@ -14,6 +14,7 @@ import polars as pl
 from grading.repeats import PASS_AT, PASS_HAT, pass_metrics
 from grading.report import pass_heading, percent, percent_ci, repeated_samples, value_ci, with_sd
 from grading.scoring import Metric, Scorer, format_value, get_scorer
+from grading.views import AblationAxis, ablation_axis
 
 Cells = tuple[list[str], list[list[str]]]
 
@@ -21,6 +22,11 @@ Cells = tuple[list[str], list[list[str]]]
 def board_scorers(board: pl.DataFrame) -> list[Scorer]:
     """The scorers of a board's complete jobs, in job order."""
     return [get_scorer(n) for n in board["scorer"].drop_nulls().unique(maintain_order=True)]
+
+
+def board_axis(board: pl.DataFrame) -> AblationAxis | None:
+    """The ablation axis of the board's first scorer that declares one."""
+    return next((a for s in board_scorers(board) if (a := ablation_axis(s)) is not None), None)
 
 
 def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
@@ -32,20 +38,22 @@ def shown_metrics(scorers: list[Scorer]) -> list[Metric]:
 def leaderboard_cells(board: pl.DataFrame) -> Cells:
     """The leaderboard's header and rows: each job named by the overrides that differ between the
     jobs (`configuration`), metrics with their 95% bootstrap CI, failed jobs with their reason; a
-    judge column only where a judge scored, a history column only where a job ablated it."""
+    judge model column only where a judge scored, an ablation column (headed by the scorer's axis)
+    only where a job ablated it."""
     metrics = shown_metrics(board_scorers(board))
     jobs = board.unique("job", maintain_order=True).sort("job")
     names = dict(zip(jobs["job"].to_list(), job_labels(jobs["overrides"].fill_null("").to_list())))
-    judged = board["judge"].null_count() < board.height
-    ablated = board["history"].drop_nulls().unique().to_list() not in ([], ["full"])
+    judged = board["judge_model"].null_count() < board.height
+    axis = board_axis(board)
+    ablated = axis is not None and board["ablation"].drop_nulls().unique().to_list() not in ([], [axis.baseline])
     repeated = repeated_samples(board)
     passes = _pass_columns(board, board_scorers(board)) if repeated else []
-    header = ["job", "configuration", "model", *(["judge"] if judged else []), *(["history"] if ablated else []),
+    header = ["job", "configuration", "model", *(["judge model"] if judged else []), *([axis.name] if ablated else []),
               "step", "setting", "parser", *(["samples"] if repeated else []), *(m.name for m in metrics),
               *(pass_heading(c) for c in passes),
               "status", "reason"]
-    rows = [[str(r["job"]), names[r["job"]], r["model"] or "", *([r["judge"] or ""] if judged else []),
-             *([r["history"] or ""] if ablated else []),
+    rows = [[str(r["job"]), names[r["job"]], r["model"] or "", *([r["judge_model"] or ""] if judged else []),
+             *([r["ablation"] or ""] if ablated else []),
              "" if r["step"] is None else str(r["step"]), r["setting"], r["parser"] or "",
              *([_count(r["samples"])] if repeated else []),
              *(with_sd(m, value_ci(m, r[m.name], r[f"{m.name}_low"], r[f"{m.name}_high"]),

@@ -54,7 +54,7 @@ Groups (conf/<group>/<option>.yaml):
 Common keys: model.path=/local/model  dataset.path=/data  dataset.limit=N  dataset.settings=[...]
   decoding.constraint=outlines|xgrammar|guidance|none  engine.shard_size=N  max_error_rate=0.1
 A benchmark's own options are dataset.* (see its conf/dataset YAML); the models it uses besides
-the evaluated one are roles.<name>.* (ETAPP: roles.judge.model.path=..., engine@roles.judge.engine=openai).
+the evaluated one are roles.<name>.* (a judge: roles.<name>.model.path=..., engine@roles.<name>.engine=openai).
 
 The commands of earlier releases (toolsweep grade, toolsweep compare, ...) still run their verb.
 Hydra's own options: toolsweep --hydra-help. The full composed config: toolsweep --cfg job.
@@ -93,7 +93,7 @@ def hydra_main(cfg: DictConfig) -> None:
                       search_path=[o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")])
         return
     try:
-        # held before the config is typed and checked (seconds for ETAPP): a second run on a live
+        # held before the config is typed and checked (seconds for a large benchmark): a second run on a live
         # run's dir is refused at once
         with run_dir_lock(run_dir):
             run(OmegaConf.to_container(cfg, resolve=True), run_dir)

@@ -5,7 +5,7 @@ schema is registered with Hydra's ConfigStore, so a typo in a root option fails 
 the parts whose shape depends on a choice are typed right after composition, before any model
 loads: `dataset` by the chosen benchmark's own options class (`Benchmark.options`), every
 `engine` by the options class of the engine its `target` names (the engine module's `CONFIG`),
-`roles.<name>` (the models a benchmark uses besides the evaluated one, e.g. ETAPP's judge) as
+`roles.<name>` (the models a benchmark uses besides the evaluated one, e.g. a judge) as
 model + engine + decoding like the evaluated model. An option the chosen part does not have is
 an error that names it. `validate` then checks the values and reports every problem at once.
 """
@@ -125,7 +125,7 @@ class EngineConfig:
 
     name: str = MISSING
     """vllm (offline batch), transformers (HF generate + Outlines), openai (a server, token ids),
-    chat (a chat-completions server), replay (grade a file), script (ETAPP's scripted agent)."""
+    chat (a chat-completions server), replay (grade a file), script (scripted agent turns)."""
     target: str = MISSING
     """module:Class of the engine; the class builds itself with `from_config`, and its module's
     `CONFIG` is the options class that types it."""
@@ -266,7 +266,7 @@ class PromptConfig:
     format: Optional[str] = None
     """benchmark: the benchmark's answer format ({"tool_name", "parameters"}); native: the tools go
     to the chat template and the model answers in its family's tool-call format, read by vLLM's
-    parser. None: what the benchmark's authors used (FamilyTool native, the others benchmark)."""
+    parser. None: what the benchmark's authors used (`Benchmark.prompt_format`)."""
 
 
 @dataclass
@@ -281,13 +281,13 @@ class DecodingConfig:
     """Sampling seed (decoding is greedy by default, so it matters only with temperature > 0).
     Sample i > 0 of `samples` draws its own seed from (seed, i): inference.engines.request_seed."""
     samples: int = 1
-    """Generations per prompt (for ETAPP, episodes per case), each its own row (`sample_index`
+    """Generations per prompt (for an agent benchmark, episodes per case), each its own row (`sample_index`
     0..k-1, sample_id `{id}#{i}` when k > 1): grading adds each metric's between-sample standard
     deviation, pass@k and pass^k. k > 1 needs temperature > 0 with a model engine. Not part of
     the cache key: sample i is the same generation whatever k is, so raising k reuses them."""
     compile_timeout_s: int = 60
     """Seconds one grammar may take to compile before its sample fails (vLLM's default, 5 s,
-    fails real PEToolBench schemas under outlines: they take 0.2-6 s on a 49k vocabulary)."""
+    fails real benchmark schemas under outlines: they take 0.2-6 s on a 49k vocabulary)."""
     max_string_chars: Optional[int] = None
     """xgrammar and guidance: cap every string value of the call at this many characters (default
     128), so a model looping inside a string still closes the call within max_new_tokens.
@@ -298,9 +298,9 @@ class DecodingConfig:
 
 @dataclass
 class RoleConfig:
-    """A model a benchmark uses besides the evaluated one (its `Benchmark.roles`, e.g. ETAPP's
-    `judge`), configured the way the evaluated model is: `roles.judge.model.path=...`,
-    `engine@roles.judge.engine=openai roles.judge.engine.base_url=...`."""
+    """A model a benchmark uses besides the evaluated one (its `Benchmark.roles`, e.g. a
+    judge), configured the way the evaluated model is: `roles.<name>.model.path=...`,
+    `engine@roles.<name>.engine=openai roles.<name>.engine.base_url=...`."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     engine: Any = MISSING
@@ -392,7 +392,7 @@ def _number_problems(prefix: str, decoding: DecodingConfig, model: ModelConfig) 
         problems.append(f"{prefix}decoding.max_string_chars={decoding.max_string_chars} needs "
                         f"{prefix}decoding.constraint=xgrammar or guidance, got {decoding.constraint!r}: under "
                         "outlines a string cap grows the automaton past what compiles in time (a 32-character "
-                        "cap on a FamilyTool schema overflowed vLLM's grammar cache); drop the cap or switch "
+                        "cap on one benchmark's schema overflowed vLLM's grammar cache); drop the cap or switch "
                         "the constraint")
     if decoding.temperature < 0:
         problems.append(f"{prefix}decoding.temperature must be >= 0, got {decoding.temperature}")

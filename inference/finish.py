@@ -13,6 +13,7 @@ import polars as pl
 
 from grading.outputs import write_graded
 from grading.report import format_table
+from grading.views import SIDE_TABLES
 from inference import console
 from inference.cache import model_digest
 from inference.config import ToolsweepConfig
@@ -83,7 +84,7 @@ def run_facts(cfg: ToolsweepConfig, resolved: dict[str, Any], table: pl.DataFram
         "prompt": {"format": None}, **extra,
         "backend": generation.get("backend"),
         "generation": {k: generation.get(k, 0) for k in ("engine_calls", "stored_hits", "shards")},
-        "dtype": main.get("dtype"), "roles": roles,
+        "dtype": main.get("dtype"), "roles": roles, SIDE_TABLES: list(solved.get(SIDE_TABLES) or []),
         "decoding": {"greedy": cfg.decoding.temperature == 0, "temperature": cfg.decoding.temperature,
                      "max_new_tokens": cfg.decoding.max_new_tokens, "seed": cfg.decoding.seed,
                      "samples_per_record": cfg.decoding.samples},

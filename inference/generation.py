@@ -1,7 +1,7 @@
 """Generation as a service: one `Generator` per model role of a run.
 
 A run's models are roles: `model`, the evaluated one (the root `model`, `engine`, `decoding`),
-and those its benchmark declares (`roles.<name>`, e.g. ETAPP's `judge`), each with its own
+and those its benchmark declares (`roles.<name>`, e.g. a judge), each with its own
 model, engine and decoding. A solver asks its context for a role's generator and gets the
 chat rendering (the model's own template, tools, system turn) and `generate`, which goes
 through the run's store (shards written as they finish, resume) and the shared cache; the

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from inference.benchmarks import benchmark_names, get_benchmark, load_dataset
+from inference.benchmarks import benchmark_names, default_benchmark, get_benchmark, load_dataset
 from inference.config import NATIVE_FORMAT
 from inference.errors import ConfigError, DatasetError
 from inference.toolcalls import CALL_FORMATS, DEFAULT_PARSER
@@ -77,9 +77,10 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("dataset_path", type=Path, help="benchmark file or folder")
     parser.add_argument("out", type=Path, help="predictions file to write (.jsonl or .parquet)")
-    parser.add_argument("--dataset", default="petoolbench",
+    default = default_benchmark()
+    parser.add_argument("--dataset", default=default,
                         help=f"benchmark (dataset.name): one of {benchmark_names()} or a module's dotted path; "
-                             "default petoolbench")
+                             f"default {default} (the default dataset config's)")
     parser.add_argument("--settings", default=None,
                         help="comma-separated settings (default: all of the benchmark's), e.g. p,r")
     parser.add_argument("--limit", type=int, default=None, help="first N records of each setting")

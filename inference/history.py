@@ -1,16 +1,16 @@
 """History ablations (`dataset.history`): what the model sees of the user's interaction history.
 
-PEToolBench's prompts hold the history as a JSON list between `Interaction history is:` and the
-tool list; an ablation rewrites only that list (the paper's Figure 5 compares accuracy with and
-without it):
+A benchmark whose prompts hold the user's history as a JSON list between `Interaction history
+is:` and the tool list (its loader offers these options); an ablation rewrites only that list
+(the paper's Figure 5 compares accuracy with and without it):
 
 - `full`: as the benchmark wrote it (the prompt is not touched);
 - `none`: an empty list, so the prompt stays well formed;
 - `last_k`: the last `dataset.history_k` items (the most recent, in the chronological setting);
 - `shuffled`: the items in an order fixed by the sample id and `dataset.history_seed`;
-- `swap` (PEToolBench): the counterfactual history. A same-function alternative to the gold tool
-  (a seeded choice among the record's candidates, preferring one whose provider the history
-  names) exchanges provider names with the gold's throughout the history, so the history now
+- `swap`: the counterfactual history (where the loader gives same-function sets and candidates).
+  A same-function alternative to the gold tool (a seeded choice among the record's candidates,
+  preferring one whose provider the history names) exchanges provider names with the gold's throughout the history, so the history now
   points at the alternative; the gold becomes the alternative with the same parameters, and
   `prior_gold_tool` keeps the unswapped gold (the diagnosis calls an answer of it `prior_choice`);
 - `dataset.drop_ratings=true` removes the `rating` of every item (the `r` setting's signal).
@@ -97,7 +97,7 @@ def ablate_table(table: pl.DataFrame, mode: str, k: int, drop_ratings: bool, see
         return table
     if not any(split_history(s or "") for s in table["system"].to_list()):
         raise ConfigError(f"dataset.history={mode} / dataset.drop_ratings rewrite the 'Interaction history is:' "
-                          f"list of PEToolBench-style prompts; {benchmark}'s prompts hold none. Leave "
+                          f"list of prompts that hold one; {benchmark}'s prompts hold none. Leave "
                           "dataset.history=full for this benchmark.")
     rows = table.select("sample_id", "system", "native_system").iter_rows()
     systems, natives = [], []
@@ -147,14 +147,14 @@ def exchange_providers(system: str | None, first: str, second: str) -> str | Non
 
 
 def swap_table(table: pl.DataFrame, seed: int) -> pl.DataFrame:
-    """dataset.history=swap over PEToolBench's table: per sample, the alternative exchanges names
+    """dataset.history=swap over a table with same-function sets and candidates: per sample, the alternative exchanges names
     with the gold's provider in the history, and becomes the gold (same parameters). A sample
     whose history names neither provider has no counterfactual (its preference is not carried by
     a name: about half of the `p` setting's) and is left out, with a line saying how many."""
     missing = [c for c in ("same_func_tools", "candidate_tools", "prior_gold_tool") if c not in table.columns]
     if missing:
         raise ConfigError(f"dataset.history=swap needs each sample's same-function tools and candidates; this "
-                          f"benchmark's table lacks {missing}. It is PEToolBench's: use dataset=petoolbench")
+                          f"benchmark's table lacks {missing}: use a benchmark whose loader writes them")
     rows = table.select("sample_id", "system", "native_system", "gold_tool", "same_func_tools",
                         "candidate_tools").iter_rows(named=True)
     swapped = {row["sample_id"]: _swapped(row, seed) for row in rows}

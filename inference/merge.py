@@ -3,8 +3,11 @@
 When every job of a sweep is a part of one run (`-m dataset.shards=N dataset.shard=range(N)`),
 the sweep's end (or this command) writes SWEEP_DIR/merged: the parts' samples in the unsharded
 run's order (the benchmark's files are read again for it), re-graded, so its samples.parquet,
-metrics.parquet and report.html are those of the unsharded run; ETAPP's trajectories and
-judgements are joined the same way, and run.json sums the parts' generation counts.
+metrics.parquet and report.html are those of the unsharded run. The side tables the parts list in
+run.json (`side_tables`, declared by the benchmark's solvers: an agent's messages, a judge's
+answers) are joined the same way, each sample's rows in the order the table declares; run.json
+sums the parts' generation counts. Parts written before run.json listed them: the tables their
+benchmark's solvers declare now, where the parts hold them.
 """
 
 from __future__ import annotations
@@ -17,14 +20,14 @@ from typing import Any
 
 import polars as pl
 
+from grading.errors import GradingError
 from grading.files import atomic_write
 from grading.sweep import Job, find_jobs
+from grading.views import SIDE_TABLES, SideTable, side_tables_in
 from inference.errors import DatasetError, ToolsweepError
 
 MERGED = "merged"
 """The merged run's folder in the sweep dir."""
-SIDE_TABLES = ("trajectories.parquet", "judgements.parquet")
-"""Per-sample tables a run may write besides samples.parquet (ETAPP), joined by sample id."""
 
 
 def shard_jobs(sweep_dir: Path) -> list[Job] | None:
@@ -60,43 +63,63 @@ def merge_shards(sweep_dir: Path) -> Path:
     """SWEEP_DIR/merged from the sweep's finished parts; an error names the unfinished ones."""
     jobs = finished_parts(sweep_dir)
     facts = [json.loads((job.path / "run.json").read_text(encoding="utf-8")) for job in jobs]
-    order = _unsharded_order(facts[0]["config"])
+    order, solvers = _unsharded_order(facts[0]["config"])
     target = Path(sweep_dir) / MERGED
     target.mkdir(exist_ok=True)
-    for name in SIDE_TABLES:
-        _merge_side_table(jobs, name, order, target)
+    tables = parts_side_tables(jobs, facts, solvers)
+    for table in tables:
+        _merge_side_table(jobs, table, order, target)
     samples = _in_order(pl.concat([pl.read_parquet(j.path / "samples.parquet") for j in jobs], how="diagonal_relaxed"),
                         order)
-    _write_merged(samples, jobs, facts, target)
+    _write_merged(samples, jobs, [{**f, SIDE_TABLES: [t.fact() for t in tables]} for f in facts], target)
     return target
 
 
-def _unsharded_order(config: dict[str, Any]) -> dict[str, int]:
-    """sample_id -> its position in the run without dataset.shard (the benchmark's files, read again)."""
+def parts_side_tables(jobs: list[Job], facts: list[dict[str, Any]], solvers: tuple[str, ...]) -> list[SideTable]:
+    """The side tables any part lists in its run.json, in the order they are listed; a part written
+    before run.json listed them stands for the tables its solvers declare that it holds."""
+    from inference.solvers import declared_side_tables
+
+    found: dict[str, SideTable] = {}
+    for job, fact in zip(jobs, facts):
+        listed = side_tables_in(fact)
+        if listed is None:
+            listed = [t for t in declared_side_tables(solvers) if (job.path / t.name).is_file()]
+        found.update((t.name, t) for t in listed if t.name not in found)
+    return list(found.values())
+
+
+def _unsharded_order(config: dict[str, Any]) -> tuple[dict[str, int], tuple[str, ...]]:
+    """(sample_id -> its position in the run without dataset.shard, the benchmark's solvers): the
+    benchmark's files, read again."""
     from inference.run import load_samples, run_config
 
     whole = {**config, "dataset": {**config["dataset"], "shard": None, "shards": 1}}
     cfg, benchmark = run_config(whole)
     ids = load_samples(cfg, benchmark)["sample_id"].to_list()
-    return {sample_id: number for number, sample_id in enumerate(ids)}
+    return {sample_id: number for number, sample_id in enumerate(ids)}, tuple(benchmark.solvers)
 
 
-def _in_order(table: pl.DataFrame, order: dict[str, int], extra: tuple[str, ...] = ()) -> pl.DataFrame:
-    missing = [s for s in table["sample_id"].unique().to_list() if s not in order]
+def _in_order(table: pl.DataFrame, order: dict[str, int], extra: tuple[str, ...] = (),
+              key: str = "sample_id") -> pl.DataFrame:
+    missing = [s for s in table[key].unique().to_list() if s not in order]
     if missing:
         raise DatasetError(f"the shards hold samples the unsharded run does not ({missing[:5]}): were they run on "
                            "other data? rerun them")
-    position = table["sample_id"].replace_strict(order, return_dtype=pl.Int64)
+    position = table[key].replace_strict(order, return_dtype=pl.Int64)
     return table.with_columns(position.alias("__order")).sort("__order", *extra, maintain_order=True).drop("__order")
 
 
-def _merge_side_table(jobs: list[Job], name: str, order: dict[str, int], target: Path) -> None:
-    paths = [job.path / name for job in jobs if (job.path / name).is_file()]
+def _merge_side_table(jobs: list[Job], table: SideTable, order: dict[str, int], target: Path) -> None:
+    paths = [job.path / table.name for job in jobs if (job.path / table.name).is_file()]
     if not paths:
         return
-    extra = ("index",) if name == "trajectories.parquet" else ()
-    table = _in_order(pl.concat([pl.read_parquet(p) for p in paths]), order, extra)
-    atomic_write(target / name, table.write_parquet)
+    joined = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    missing = [c for c in (table.key, *table.order) if c not in joined.columns]
+    if missing:
+        raise DatasetError(f"side table {table.name} of the shards lacks its declared columns {missing}: rerun the "
+                           "shards with this toolsweep")
+    atomic_write(target / table.name, _in_order(joined, order, table.order, table.key).write_parquet)
 
 
 def _write_merged(samples: pl.DataFrame, jobs: list[Job], facts: list[dict[str, Any]], target: Path) -> None:
@@ -122,7 +145,7 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-merge") -> int:
     args = parser.parse_args(argv)
     try:
         target = merge_shards(args.sweep_dir)
-    except ToolsweepError as exc:
+    except (ToolsweepError, GradingError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print(f"[toolsweep] merged {args.sweep_dir} into {target}")

@@ -1,7 +1,8 @@
 """`toolsweep grade RUN_DIR`: re-grade a run or a sweep (grading/regrade.py), first adding the
-columns a newer loader writes that the run's samples.parquet lacks (e.g. PEToolBench's
-same-function sets for the miss diagnosis), read from the benchmark files named in its run.json.
-Nothing is regenerated."""
+columns a newer loader writes that the run's samples.parquet lacks (e.g. the
+same-function sets of a miss diagnosis), read from the benchmark files named in its run.json,
+and, to a run.json written before runs listed their side tables, the side tables its benchmark's
+solvers declare that the run holds (so its report shows its cases). Nothing is regenerated."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ from pathlib import Path
 import polars as pl
 
 from grading import regrade as grading_regrade
+from grading.files import atomic_write_text
 from grading.scoring import scorer_of
-from inference.benchmarks import load_dataset
+from grading.views import SIDE_TABLES
+from inference.benchmarks import get_benchmark, load_dataset
 from inference.errors import ToolsweepError
 
 
 def refresh_inputs(samples: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
     """`samples` with the scorer's optional inputs it lacks, joined by sample_id from the dataset
     the run read (a note, and the table unchanged, where that dataset cannot be read)."""
+    list_side_tables(run_dir)
     wanted = [c for c in getattr(scorer_of(samples), "optional_inputs", ()) if c not in samples.columns]
     if not wanted:
         return samples
@@ -30,10 +34,30 @@ def refresh_inputs(samples: pl.DataFrame, run_dir: Path) -> pl.DataFrame:
         print(f"toolsweep grade: note: {run_dir}: cannot read the run's dataset to add {wanted} ({exc}); "
               "grading without them", file=sys.stderr)
         return samples
-    known = [c for c in wanted if c in table.columns]  # a run's own output (e.g. ETAPP's model_calls) is not there
+    known = [c for c in wanted if c in table.columns]  # a run's own output (e.g. an agent's model_calls) is not there
     if not known:
         return samples
     return samples.join(table.select("sample_id", *known), on="sample_id", how="left", maintain_order="left")
+
+
+def list_side_tables(run_dir: Path) -> None:
+    """Add `side_tables` to a run.json written before runs listed them: the tables the benchmark's
+    solvers declare that the run dir holds (a note, and run.json unchanged, where the benchmark
+    cannot be found)."""
+    from inference.solvers import declared_side_tables
+
+    path = run_dir / "run.json"
+    facts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if facts is None or SIDE_TABLES in facts:
+        return
+    try:
+        solvers = get_benchmark(((facts.get("config") or {}).get("dataset") or {})["name"]).solvers
+        tables = [t.fact() for t in declared_side_tables(solvers) if (run_dir / t.name).is_file()]
+    except (ToolsweepError, KeyError, TypeError) as exc:
+        print(f"toolsweep grade: note: {run_dir}: cannot tell the run's side tables ({exc}); its report shows "
+              "no cases", file=sys.stderr)
+        return
+    atomic_write_text(path, json.dumps({**facts, SIDE_TABLES: tables}, indent=2, default=str) + "\n")
 
 
 def _dataset_config(run_dir: Path) -> dict:

@@ -1,5 +1,5 @@
 """`toolsweep judge RUN_DIR [--out NEW_DIR | --overwrite] [override ...]`: run (again) the solvers of a
-finished run's other roles (ETAPP: its judge) on the stored output of the evaluated model's, e.g.
+finished run's other roles (e.g. its judge) on the stored output of the evaluated model's, e.g.
 with another judge, without any call to the evaluated model.
 
     toolsweep judge outputs/2026-11-30/10-00-00 roles.judge.model.path=/models/judge-70b
@@ -53,7 +53,7 @@ def rejudged_config(run_dir: Path, overrides: list[str]) -> tuple[dict[str, Any]
 
     if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} has no {CONFIG}: give the run dir of a run whose benchmark has solvers "
-                          "besides the evaluated model's (e.g. a `toolsweep dataset=etapp ...` run)")
+                          "besides the evaluated model's (a benchmark with a judge role)")
     bad = [o for o in overrides if "=" not in o and not o.startswith("~")]
     if bad:
         raise ConfigError(f"overrides must be key=value or group=option, got {bad}")

@@ -211,8 +211,8 @@ def outlines_regex(schema_json: str) -> str:
     """From an order-kept schema (`compact_json`), the compact (no optional whitespace) regex Outlines builds for a canonical schema.
 
     vLLM's own outlines backend allows a space between tokens (`{ "tool_name"`), which the
-    official PEToolBench regex rejects, and it refuses `disable_any_whitespace`; building
-    the regex here with an empty whitespace pattern gives the compact form.
+    official tool-name regex (grading.parsers) rejects, and it refuses `disable_any_whitespace`;
+    building the regex here with an empty whitespace pattern gives the compact form.
     """
     from outlines_core.json_schema import build_regex_from_schema
 

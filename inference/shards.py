@@ -3,8 +3,8 @@
 `dataset.shards=N dataset.shard=I` keeps part I of the run's records: those whose shard key
 (the benchmark's `shard_key`, else the sample id) hashes to I modulo N, SHA-256 of the key's
 text, so the split is the same on every machine and Python process (never `hash()`). A
-record's repeated samples (decoding.samples) stay in its shard, and so do ETAPP's episodes of a
-case (all of a user's cases under state=sequential).
+record's repeated samples (decoding.samples) stay in its shard, and so do the samples its
+benchmark's `shard_key` keeps together (e.g. an agent benchmark's episodes of a case).
 
 `-m dataset.shards=3 dataset.shard=range(3)` runs the parts as the jobs of a sweep (on SLURM, an
 array); a rerun of the same sweep keeps finished parts and resumes the others from their stored

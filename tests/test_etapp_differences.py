@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grading import etapp_rubric as jt
+from grading.scorers.etapp_judge import rubric as jt
 from inference.benchmarks.etapp import agent, prompt_files as pf
 from inference.benchmarks.etapp.apps import APPS, SUBSTITUTED_TOOLS
 from inference.benchmarks.etapp.cases import load_cases

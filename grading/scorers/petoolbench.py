@@ -20,10 +20,11 @@ from typing import Any
 import polars as pl
 
 from grading.canonical import canonical_json
-from grading.diagnosis import FAILED, UNPARSED, param_outcome, tool_outcome
+from grading.diagnosis import FAILED, OUTCOME_COLOURS, TOOL_OUTCOMES, UNPARSED, param_outcome, tool_outcome
 from grading.parsers import parse_official
 from grading.readings import read_one
 from grading.scoring import RowScorer, Slice, bands, mean
+from grading.views import AblationAxis, OutcomeView
 
 FIELDS: dict[str, pl.DataType] = {
     "valid": pl.Boolean, "tool": pl.String, "params": pl.String, "tool_ok": pl.Boolean,
@@ -84,6 +85,17 @@ def _names(row: dict[str, Any], column: str) -> list[str] | None:
     return None if text is None else json.loads(text)
 
 
+def history_label(config: dict[str, Any]) -> str | None:
+    """A run's history ablation (its resolved config's dataset.history) as a board shows it
+    (`full`, `none`, `last_5`, `shuffled`, `swap`, `+no_ratings`); None for runs that predate the option."""
+    dataset = config.get("dataset") or {}
+    mode = dataset.get("history")
+    if mode is None:
+        return None
+    label = f"last_{dataset.get('history_k')}" if mode == "last_k" else mode
+    return label + ("+no_ratings" if dataset.get("drop_ratings") else "")
+
+
 SCORER = RowScorer(
     name="petoolbench",
     readings=("official", "json"),
@@ -101,5 +113,9 @@ SCORER = RowScorer(
     grade=grade,
     optional_inputs=LOADER_INPUTS,
     slices=SLICES,
+    outcome_view=OutcomeView("tool_outcome", TOOL_OUTCOMES, OUTCOME_COLOURS),
+    # dataset.history=swap keeps the unswapped gold in prior_gold_tool (inference/history.py).
+    ablation=AblationAxis("history", "dataset.history", history_label, baseline="full",
+                          counterfactual="prior_gold_tool"),
     description="PEToolBench paper: regex reading, exact tool name, whole-object parameters",
 )

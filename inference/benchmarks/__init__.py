@@ -13,8 +13,12 @@ from typing import Iterable
 
 import polars as pl
 
+import yaml
+
 from grading.registry import NotFound, find, names_in
 from inference.errors import DatasetError
+
+CONF = Path(__file__).resolve().parent.parent.parent / "conf"
 
 
 def benchmark_names() -> list[str]:
@@ -30,6 +34,15 @@ def get_benchmark(name: str):
     except NotFound as exc:
         raise DatasetError(f"dataset.name must be one of {benchmark_names()} or the dotted path of a module "
                            f"defining BENCHMARK, got {name!r} ({exc})") from None
+
+
+def default_benchmark(conf: Path = CONF) -> str:
+    """The benchmark a bare `toolsweep` runs: the `name` of the dataset config that conf/config.yaml
+    chooses by default (its `defaults` entry `dataset: ...`)."""
+    root = yaml.safe_load((conf / "config.yaml").read_text(encoding="utf-8"))
+    choice = next(e["dataset"] for e in root["defaults"] if isinstance(e, dict) and "dataset" in e)
+    dataset = yaml.safe_load((conf / "dataset" / f"{choice}.yaml").read_text(encoding="utf-8"))
+    return str((dataset.get("dataset") or dataset)["name"])
 
 
 def load_dataset(name: str, path: str | Path, settings: Iterable[str], limit: int | None = None) -> pl.DataFrame:

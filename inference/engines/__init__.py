@@ -37,7 +37,7 @@ class Request:
     (`request_seed`) and enters the cache key, so the k samples of one prompt differ."""
     grammar: Optional[str] = None
     """A Lark grammar the whole answer must match (xgrammar and guidance; a benchmark whose answer
-    is not one JSON object, e.g. BFCL's Python calls); overrides schema_json."""
+    is not one JSON object, e.g. Python calls); overrides schema_json."""
     chat_json: Optional[str] = None
     """The chat itself, compact JSON `{"messages": [...], "tools": [...] | null}`: what a
     chat-completions engine (engine=chat) sends instead of the rendered text. Set only for an

@@ -8,7 +8,7 @@ adapted to that template as the in-process engine adapts it (toolsweep's tool bl
 turn for a template that ignores tools=, a system turn folded into the user turn for one without a
 system role), so a server running that template renders the in-process prompt; the tools go in
 `tools` as built (OpenAI's `[{"type": "function", "function": {...}}]`), non-standard keys such as
-ETAPP's `return` included (vLLM takes them, and its template renders what the local one rendered).
+a tool's `return` included (vLLM takes them, and its template renders what the local one rendered).
 Without it (a remote-only model such as GPT-4o) nothing is rendered here, the chat goes as built,
 the tools keep only OpenAI's function keys (name, description, parameters, strict: OpenAI refuses
 others), and the counts are the server's `usage` (`Generation.prompt_tokens`).
@@ -21,7 +21,7 @@ backend named by decoding.constraint bounds it; native tool calls (prompt.format
 (one ReAct step as a regex, text-or-calls) has no chat-completions form: validation refuses it
 (`decoding.constraint=none` is the fix) and a request that still carries one is an error row.
 
-What comes back. The text is `choices[0].message.content`. The callers (ETAPP's FC reader, the
+What comes back. The text is `choices[0].message.content`. The callers (an agent's call reader, the
 single-call native parser) read calls from text, so native `tool_calls` are written back after the
 content in the call wrapper of the model's family (the request's call_format, else model.tool_parser,
 else Hermes): `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` blocks, the arguments
@@ -252,7 +252,7 @@ class ChatEngineConfig(ServerEngineConfig):
         return [f"{prefix}engine=chat cannot apply {prefix}decoding.constraint={decoding.constraint} to an agent's "
                 "turns: their grammar (one ReAct step as a regex, or text or tool calls in the family's wrapper) has "
                 "no chat-completions form (a server constrains only a whole JSON answer, or forced tool calls); set "
-                f"{prefix}decoding.constraint=none (ETAPP's default), or use engine=openai or engine=vllm"]
+                f"{prefix}decoding.constraint=none, or use engine=openai or engine=vllm"]
 
     def model_key(self) -> dict[str, Any]:
         """The server's entry for the model and `revision`; the configured name alone where the server

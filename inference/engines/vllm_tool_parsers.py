@@ -24,7 +24,7 @@ def parser_names() -> list[str]:
 
 def decode_arguments(text: str) -> Any:
     """A call's arguments string as a value: JSON, else a Python literal, else {} (as the
-    FamilyTool pipeline decodes what the parser returns)."""
+    benchmark pipelines that call vLLM's parsers decode what they return)."""
     try:
         return json.loads(text)
     except (TypeError, json.JSONDecodeError):

@@ -7,7 +7,9 @@ It keeps its own per-sample state (a chat, an agent's episode), asks `context.ge
 for a role's generator (rendering with the model's chat template, and `generate` through the
 run's store: shards, resume, cache), and calls `generate` once per step over every live sample.
 It returns the sample table with the columns it adds; a failed sample is a row, never an
-exception. `single_call` is one step; ETAPP's agent loop and its judge are solvers too.
+exception. `single_call` is one step; an agent loop and a judge are solvers too. A solver that
+writes per-sample tables besides the sample table (an agent's messages, a judge's answers)
+declares them in `side_tables` (grading.views.SideTable); the run lists those it wrote in run.json.
 
 A solver whose role is switched off (`roles.<name>.enabled=false`) is not run: its `skip`
 gives the table its columns, empty, so later solvers and the scorer see one shape.
@@ -22,6 +24,7 @@ from typing import Any, Callable, Protocol
 import polars as pl
 
 from grading.registry import NotFound, find, names_in
+from grading.views import SideTable
 from inference.errors import ConfigError
 
 
@@ -52,6 +55,8 @@ class SolveContext:
 class Solver(Protocol):
     role: str
     """The model role this solver generates with."""
+    side_tables: tuple[SideTable, ...]
+    """The per-sample tables it writes into the run dir; optional (read through `side_tables_of`)."""
 
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         """The samples with this solver's columns; every sample comes back, failed ones included."""
@@ -60,6 +65,16 @@ class Solver(Protocol):
     def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         """The samples with this solver's columns left empty (its role is switched off)."""
         ...
+
+
+def side_tables_of(solver: Solver) -> tuple[SideTable, ...]:
+    """The side tables a solver declares (none where it declares none)."""
+    return tuple(getattr(solver, "side_tables", ()))
+
+
+def declared_side_tables(names: tuple[str, ...]) -> list[SideTable]:
+    """The side tables of the named solvers, in solver order."""
+    return [t for name in names for t in side_tables_of(get_solver(name))]
 
 
 def solver_names() -> list[str]:

@@ -1,4 +1,4 @@
-"""One prompt, one answer: the single-call benchmarks' solver (PEToolBench, FamilyTool, ToolSpectrum).
+"""One prompt, one answer: the single-call benchmarks' solver (one tool call, or a refusal, per prompt).
 
 Stages, each over a Polars table: plan the prompt format -> attach call schemas and render every
 prompt with the model's chat template (too_long rows for prompts that leave no room) -> one

@@ -76,7 +76,7 @@ def etapp_case(sample_id: str, setting: str, finals: tuple[int, int, int] | None
 
 def etapp_points(personal: Sequence[int], proactive: Sequence[int]) -> dict[str, dict]:
     """The judge's key-point scores of one case (the procedure points all fully achieved)."""
-    from grading.etapp_rubric import PROCEDURE_KEYS
+    from grading.scorers.etapp_judge.rubric import PROCEDURE_KEYS
 
     return {"personal": dict(enumerate(personal)), "proactive": dict(enumerate(proactive)),
             "procedure": {k: 2 for k in PROCEDURE_KEYS}}

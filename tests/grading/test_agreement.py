@@ -123,9 +123,9 @@ def test_the_key_point_agreement_pairs_every_point_both_scored(judged):
 
 def test_kendalls_tau_and_the_flipped_pairs_of_two_rankings():
     a, b = [3.1, 2.0, 4.5, 1.2, 3.9], [2.8, 2.2, 3.0, 1.0, 3.5]
-    result = ranking(a, b, ["c1", "c2", "c3", "c4", "c5"])
+    result = ranking(a, b, ["c1", "c2", "c3", "c4", "c5"], "personalization")
     assert result["tau"] == pytest.approx(kendall_tau(a, b))
-    assert json.loads(result["flips"]) == [["c3", "c5"]]
+    assert json.loads(result["flips"]) == [["c3", "c5"]] and result["metric"] == "personalization"
 
 
 def test_two_sweeps_pair_job_by_job_and_rank_their_checkpoints(judged, tmp_path):

@@ -12,9 +12,10 @@ import jsonschema
 import polars as pl
 import pytest
 
-from grading.etapp_rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count, analysis_pattern,
-                                  answer_skeletons, fitting_analysis_chars, skeleton_bytes, judge_prompt, judge_schema,
-                                  judge_template, keypoints, parse_judgement, preferences_for, render_trajectory)
+from grading.scorers.etapp_judge.rubric import (ANALYSIS_KEY, PROCEDURE_KEYS, Judgement, analysis_count,
+                                                analysis_pattern, answer_skeletons, fitting_analysis_chars,
+                                                skeleton_bytes, judge_prompt, judge_schema, judge_template, keypoints,
+                                                parse_judgement, preferences_for, render_trajectory)
 from grading.errors import GradingError
 from grading.grades import grade
 from grading.metrics import summarize
@@ -450,6 +451,47 @@ def test_judge_too_long_is_its_own_share_of_the_cases_sent_to_the_judge():
                         error="not judged: roles.judge.enabled=false")]
     row = summarize(grade(etapp_table(cases))).filter(setting="all").row(0, named=True)
     assert (row["judge_too_long"], row["judge_failed"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+
+
+# (id, judge_status, judge_error, judged, too_long, why): the status column is what is read.
+STATUS_CASES = [
+    ("judged", "judged", None, True, False, "scored: its scores count"),
+    ("failed", "failed", "the judge answered prose", False, False, "sent, unreadable: a failure"),
+    ("too_long", "too_long", "the prompt does not fit its context", False, True, "a failure counted apart"),
+    ("not_judged", "not_judged", "roles.<judge>.enabled=false", None, None, "never sent: no failure"),
+    ("legacy_prefix", None, "too_long: the judge prompt does not fit", False, True,
+     "a table written before the column: the error's prefix"),
+]
+
+
+@pytest.mark.parametrize("status,error,judged,too_long,why", [c[1:] for c in STATUS_CASES],
+                         ids=[c[0] for c in STATUS_CASES])
+def test_the_judge_status_column_says_what_became_of_a_case(status, error, judged, too_long, why):
+    counts, tools = (2, 1, 1, 0, 0), ["get_today_weather"]
+    finals = (4, 4, 4) if status == "judged" else None
+    points = {"personal": {}, "proactive": {}} if finals else None
+    case = {**etapp_case("tool_given/fc/a-1", "tool_given/fc", finals, points, counts, "finish", tools, tools,
+                         error=error), "judge_status": status}
+    row = grade(etapp_table([case])).row(0, named=True)
+    assert (row["judge_judged"], row["judge_judge_too_long"]) == (judged, too_long), why
+
+
+def test_a_judge_status_outside_the_declared_set_is_refused():
+    from grading.views import JUDGE_STATUSES
+
+    counts, tools = (2, 1, 1, 0, 0), ["get_today_weather"]
+    case = {**etapp_case("tool_given/fc/a-1", "tool_given/fc", None, None, counts, "finish", tools, tools,
+                         error="x"), "judge_status": "maybe"}
+    with pytest.raises(GradingError, match=re.escape(str(list(JUDGE_STATUSES)))):
+        grade(etapp_table([case]))
+
+
+def test_the_judge_status_is_kept_in_samples_parquet(tmp_path):
+    counts, tools = (2, 1, 1, 0, 0), ["get_today_weather"]
+    case = {**etapp_case("tool_given/fc/a-1", "tool_given/fc", None, None, counts, "finish", tools, tools,
+                         error="too_long: x"), "judge_status": "too_long"}
+    write_samples(grade(etapp_table([case])), tmp_path)
+    assert pl.read_parquet(tmp_path / "samples.parquet")["judge_status"].to_list() == ["too_long"]
 
 
 SCORER_METRICS = {m.name: m for m in SCORER.metrics}

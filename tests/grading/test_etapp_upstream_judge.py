@@ -1,5 +1,5 @@
 """The judge as upstream runs it: its template filled as its evaluator fills it, and a free
-answer read as its evaluator reads it (grading/etapp_rubric.py), one case per quirk."""
+answer read as its evaluator reads it (grading/scorers/etapp_judge/rubric.py), one case per quirk."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from grading import etapp_rubric as jt
+from grading.scorers.etapp_judge import rubric as jt
 
 PERSONAL, PROACTIVE = ["likes tea", "likes tea", "early riser"], ["offer a reminder"]
 TEMPLATE = "Rate it.\n```json\n{output_format}\n```\nQuery: {query}\nProfile: {profile}\nSolution: {output}\n{{literal}}"

@@ -272,7 +272,7 @@ def test_sequential_state_keeps_a_tools_tables_across_a_users_cases(tmp_path, et
 def judge_script(data: Path, sample_ids: list[str], score: int) -> list[dict]:
     """A scripted judge: for each case, a full answer in the judge's schema giving `score` everywhere
     (the judge's requests are `judge/{sample_id}@{attempt}`)."""
-    from grading import etapp_rubric as jt
+    from grading.scorers.etapp_judge import rubric as jt
     from inference.benchmarks.etapp.cases import load_cases
 
     cases = {c.case_id: c for c in load_cases(data, None, None)}
@@ -313,7 +313,7 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
     assert (sweep / "leaderboard.png").stat().st_size > 0 and (sweep / "report.html").is_file()
     board = pl.read_parquet(sweep / "leaderboard.parquet")
     assert set(board["setting"]) == {"tool_given/fc", "tool_given/fc/clean", "all", "all/clean"}
-    assert board["judge"].drop_nulls().len() == board.height and board["personalization"].to_list() == [4.0] * 8
+    assert board["judge_model"].drop_nulls().len() == board.height and board["personalization"].to_list() == [4.0] * 8
     assert "SmolLM2-135M-Instruct" in (sweep / "report.html").read_text(encoding="utf-8")
     run = sweep / "0"
     assert "tool_given/fc/clean" in pl.read_parquet(run / "metrics.parquet")["setting"].to_list()
@@ -530,10 +530,11 @@ def test_repeated_episodes_each_run_their_own_sequence_and_are_judged_each(tmp_p
 
 def test_the_judge_skips_an_episode_ended_by_an_engine_error_and_says_why(etapp_data):
     """Such an episode says nothing about the model: the judge is not asked about it, and its
-    judge error begins with the scorer's not-judged marker, naming the cause."""
+    judge status is `not_judged`, its error naming the cause; the stubbed judge's failures are `failed`."""
     from types import SimpleNamespace
 
-    from grading.scorers.etapp_judge import NOT_JUDGED
+    from grading.scorers.etapp_judge import NOT_JUDGED_TEXT
+    from grading.views import JUDGE_FAILED, JUDGE_STATUS, NOT_JUDGED
     from inference.benchmarks.etapp.cases import case_table, load_cases
     from inference.benchmarks.etapp.judge_solver import build_items, run_judge
     from inference.benchmarks.etapp.options import EtappOptions
@@ -558,6 +559,8 @@ def test_the_judge_skips_an_episode_ended_by_an_engine_error_and_says_why(etapp_
                             render=lambda messages: Rendered(messages[0]["content"], (1, 2, 3)))
     run_judge(items, judge, 8192, options)
     assert asked == ["judge/tool_given/fc/John_Doe-1@0", "judge/tool_given/fc/John_Doe-1@1"], "fc only, retried once"
-    skipped = {i.sample_id: i.result for i in items}["tool_given/react/John_Doe-1"]
-    assert skipped["judge_error"].startswith(NOT_JUDGED) and "engine error" in skipped["judge_error"]
+    results = {i.sample_id: i.result for i in items}
+    skipped = results["tool_given/react/John_Doe-1"]
+    assert skipped[JUDGE_STATUS] == NOT_JUDGED and results["tool_given/fc/John_Doe-1"][JUDGE_STATUS] == JUDGE_FAILED
+    assert skipped["judge_error"].startswith(NOT_JUDGED_TEXT) and "engine error" in skipped["judge_error"]
     assert skipped["judge_procedure"] is None and skipped["judge_attempts"] == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from grading import etapp_rubric as jt
+from grading.scorers.etapp_judge import rubric as jt
 from inference.benchmarks.etapp import prompt_files as pf
 from inference.benchmarks.etapp.cases import load_cases
 from inference.benchmarks.etapp.episodes import Context, Slot, new_episode

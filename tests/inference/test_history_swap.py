@@ -122,16 +122,16 @@ def test_the_swapped_gold_replayed_through_the_cli_scores_one(tmp_path, petoolbe
 def test_compare_of_a_full_and_a_swap_run_counts_the_answers_that_moved(real, swapped):
     """toolsweep compare pairs the two runs on the samples both hold: a model that follows the
     history moves every answer; one that keeps its provider moves none (every answer stays)."""
-    from grading.compare import compare_runs, history_moves
+    from grading.compare import compare_runs, counterfactual_moves
 
     full = _graded(real, real["gold_tool"].to_list())
     follows = _graded(swapped, swapped["gold_tool"].to_list())
     keeps = _graded(swapped, swapped["prior_gold_tool"].to_list())
-    moved = history_moves(full, follows, ("official",)).filter(setting="all").row(0, named=True)
+    moved = counterfactual_moves(full, follows, ("official",)).filter(setting="all").row(0, named=True)
     assert (moved["n"], moved["a_right"], moved["moved"], moved["stayed"], moved["moved_share"]) == (2489, 2489, 2489, 0, 1.0)
-    stayed = history_moves(full, keeps, ("official",)).filter(setting="p").row(0, named=True)
+    stayed = counterfactual_moves(full, keeps, ("official",)).filter(setting="p").row(0, named=True)
     assert (stayed["n"], stayed["moved"], stayed["stayed"]) == (489, 0, 489)
     comparison, _ = compare_runs(full, keeps)
     cell = comparison.filter(setting="all", parser="official", metric="tool_acc").row(0, named=True)
     assert (cell["n"], cell["acc_a"], cell["acc_b"]) == (2489, 1.0, 0.0)
-    assert history_moves(full, full, ("official",)).height == 0, "no swap run, no table"
+    assert counterfactual_moves(full, full, ("official",)).height == 0, "no swap run, no table"

@@ -216,7 +216,7 @@ def _check_history_ablation(sweep: Path) -> None:
     from grading.scoring import format_value, get_scorer, metric_by_name
 
     board = pl.read_parquet(sweep / "leaderboard.parquet")
-    assert board.unique("job").sort("job")["history"].to_list() == ["full", "none", "last_3"]
+    assert board.unique("job").sort("job")["ablation"].to_list() == ["full", "none", "last_3"]
     assert "| history |" in (sweep / "leaderboard.md").read_text().splitlines()[0]
     report = (sweep / "report.html").read_text(encoding="utf-8")
     assert "history ablation" in report and "dataset.history=none" in report

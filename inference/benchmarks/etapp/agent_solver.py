@@ -16,6 +16,7 @@ from typing import Any, Optional
 import polars as pl
 
 from grading.files import atomic_write
+from grading.views import MESSAGES, SideTable
 from inference.console import marker
 from inference.failures import ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
@@ -28,6 +29,8 @@ from .prompt_files import UpstreamFiles, resolve
 
 SCORER = "etapp_judge"
 TRAJECTORIES = "trajectories.parquet"
+TRAJECTORY_TABLE = SideTable(TRAJECTORIES, MESSAGES, order=("index",),
+                             description="every message of every episode (TRAJECTORY_SCHEMA), in order")
 TRAJECTORY_SCHEMA = {
     "sample_id": pl.String, "case_id": pl.String, "setting": pl.String, "method": pl.String, "index": pl.Int64,
     "turn": pl.Int64, "role": pl.String, "content": pl.String, "tool_calls": pl.String, "tool_name": pl.String,
@@ -81,6 +84,7 @@ class AgentSolver:
     """The agent loop (FC, ReAct, E-ReAct) over the run's cases."""
 
     role = MODEL_ROLE
+    side_tables = (TRAJECTORY_TABLE,)
 
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         options: EtappOptions = context.cfg.dataset

@@ -206,7 +206,7 @@ def preferences_for_tools(available_tools: list[str], concrete_profile: dict,
     """The concrete-profile dicts of the tools' domains, each once, in the order tools first reach it
     (the judge's reading with no tool called yet; tools without a domain add nothing)."""
     from grading.errors import GradingError
-    from grading.etapp_rubric import preferences_for
+    from grading.scorers.etapp_judge.rubric import preferences_for
 
     try:
         return preferences_for(available_tools, [], concrete_profile, tool_domain)

@@ -2,19 +2,19 @@
 
 Reads RUN_DIR/trajectories.parquet (the agent solver's), builds each case's judge prompt
 (upstream's template from the ETAPP copy, filled as upstream's evaluator fills it; or the
-project's own wording, grading/etapp_rubric.py), runs the judge through the run's generation
+project's own wording, grading/scorers/etapp_judge/rubric.py), runs the judge through the run's generation
 store (resume, cache), and adds the judge's columns to the sample table (also written as
 judgements.parquet, with the messages the judge read).
 
 Two protocols, by `roles.judge.decoding.constraint`:
 - `none` (the default): upstream's. The judge decodes freely and its answer is read as upstream's
-  evaluator reads it (etapp_rubric.read_upstream_answer). At temperature 0 a retry would repeat
+  evaluator reads it (rubric.read_upstream_answer). At temperature 0 a retry would repeat
   the answer, so an unreadable one is recorded at once; above it, each retry draws again.
 - a grammar backend: the guided JSON answer, for small local judges (below).
 
 Under guided decoding no answer is cut by its token budget: each case's analysis cap is lowered
 until the schema's longest answer fits roles.judge.decoding.max_new_tokens
-(`etapp_rubric.fitting_analysis_chars`), and recorded as `judge_analysis_chars`. An answer that
+(`rubric.fitting_analysis_chars`), and recorded as `judge_analysis_chars`. An answer that
 still does not parse after `dataset.judge_retries` retries (each with analysis strings half as
 long) is a failure row.
 """
@@ -28,9 +28,10 @@ from typing import Any
 
 import polars as pl
 
-from grading import etapp_rubric as jt
+from grading.scorers.etapp_judge import rubric as jt
 from grading.files import atomic_write
-from grading.scorers.etapp_judge import ENGINE_ERROR, JUDGE_TOO_LONG, NOT_JUDGED
+from grading.views import JUDGE_ANSWERS, JUDGE_FAILED, JUDGE_STATUS, JUDGE_TOO_LONG, JUDGED, NOT_JUDGED, SideTable
+from grading.scorers.etapp_judge import ENGINE_ERROR, NOT_JUDGED_TEXT, TOO_LONG_TEXT
 from inference.console import marker
 from inference.engines import Request, prompt_tokens
 from inference.errors import DatasetError
@@ -46,7 +47,11 @@ JUDGEMENT_SCHEMA = {
     "sample_id": pl.String, "judge_procedure": pl.Int64, "judge_personalization": pl.Int64,
     "judge_proactivity": pl.Int64, "judge_keypoints": pl.String, "judge_error": pl.String,
     "judge_attempts": pl.Int64, "judge_prompt_tokens": pl.Int64, "judge_output_tokens": pl.Int64,
-    "judge_analysis_chars": pl.Int64, "judge_output": pl.String, "judge_messages": pl.String}
+    "judge_analysis_chars": pl.Int64, "judge_output": pl.String, "judge_messages": pl.String,
+    JUDGE_STATUS: pl.String}
+"""The judge's columns; `judge_status` is one of grading.views.JUDGE_STATUSES (the error text says why)."""
+JUDGEMENTS = SideTable("judgements.parquet", JUDGE_ANSWERS,
+                       description="the judge's answer, scores and the messages it read, per case (JUDGEMENT_SCHEMA)")
 GUIDED, UPSTREAM = "guided", "upstream"
 PROTOCOL_LINES = {UPSTREAM: "upstream's: free decoding, the answer read as upstream's evaluator reads it",
                   GUIDED: "guided JSON (roles.judge.decoding.constraint), not upstream's free answer"}
@@ -101,8 +106,9 @@ def build_items(samples: pl.DataFrame, options: EtappOptions, messages: dict[str
 
 
 def _not_judged(sample_id: str) -> dict[str, Any]:
-    reason = f"{NOT_JUDGED}: the agent's episode ended by an engine error (its record says nothing about the model)"
-    return {**{c: None for c in JUDGEMENT_SCHEMA}, "sample_id": sample_id, "judge_error": reason, "judge_attempts": 0}
+    reason = f"{NOT_JUDGED_TEXT}: the agent's episode ended by an engine error (its record says nothing about the model)"
+    return {**{c: None for c in JUDGEMENT_SCHEMA}, "sample_id": sample_id, "judge_error": reason, "judge_attempts": 0,
+            JUDGE_STATUS: NOT_JUDGED}
 
 
 def named_tools(record: list[dict[str, Any]]) -> list[str]:
@@ -130,6 +136,7 @@ class JudgeSolver:
     """The judge's scores of every episode (procedure, personalization, proactivity, key points)."""
 
     role = JUDGE_ROLE
+    side_tables = (JUDGEMENTS,)
 
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         options: EtappOptions = context.cfg.dataset
@@ -139,19 +146,19 @@ class JudgeSolver:
         with context.timer.phase("generate"):
             run_judge(items, generator, decoding.max_new_tokens, options)
         results = [i.result for i in items]
-        context.facts["judge_failed"] = sum(r["judge_error"] is not None and not r["judge_error"].startswith(NOT_JUDGED)
-                                            for r in results)
+        context.facts["judge_failed"] = sum(r[JUDGE_STATUS] in (JUDGE_FAILED, JUDGE_TOO_LONG) for r in results)
         context.facts["judge_protocol"] = protocol(decoding)
         context.facts["report_facts"] = {"judge protocol": PROTOCOL_LINES[protocol(decoding)]}
         table = pl.DataFrame(results, schema=JUDGEMENT_SCHEMA)
-        atomic_write(context.run_dir / "judgements.parquet", table.write_parquet)
+        atomic_write(context.run_dir / JUDGEMENTS.name, table.write_parquet)
         return with_judgements(samples, table)
 
     def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
-        reason = f"{NOT_JUDGED}: roles.judge.enabled=false (judge it with toolsweep judge RUN_DIR)"
+        reason = f"{NOT_JUDGED_TEXT}: roles.judge.enabled=false (judge it with toolsweep judge RUN_DIR)"
         empty = pl.DataFrame({"sample_id": samples["sample_id"]}).with_columns(
             *[pl.lit(None, dtype=t).alias(c) for c, t in JUDGEMENT_SCHEMA.items() if c != "sample_id"])
-        return with_judgements(samples, empty.with_columns(pl.lit(reason).alias("judge_error")))
+        return with_judgements(samples, empty.with_columns(pl.lit(reason).alias("judge_error"),
+                                                           pl.lit(NOT_JUDGED).alias(JUDGE_STATUS)))
 
 
 def with_judgements(samples: pl.DataFrame, judgements: pl.DataFrame) -> pl.DataFrame:
@@ -196,7 +203,7 @@ def run_judge(items: list[Item], generator: Any, max_new: int, options: EtappOpt
         for item in pending:
             request = _request(item, attempt, chars if guided else None, generator, max_len, max_new)
             if isinstance(request, str):
-                item.result = _failure(item, request, attempt)
+                item.result = _failure(item, request, attempt, JUDGE_TOO_LONG)
             else:
                 asked.append((item, request))
         marker(f"judge attempt {attempt + 1}/{retries + 1}: {len(asked)} cases")
@@ -210,10 +217,10 @@ def run_judge(items: list[Item], generator: Any, max_new: int, options: EtappOpt
 
 def _request(item: Item, attempt: int, chars: int | None, generator: Any, max_len: int, max_new: int) -> Request | str:
     """The judge request (guided when `chars` caps the analyses), or why there is none (a
-    JUDGE_TOO_LONG failure)."""
+    too-long failure)."""
     rendered = generator.render(item.messages)
     if len(rendered.token_ids) + max_new > max_len:
-        return (f"{JUDGE_TOO_LONG}: the judge prompt does not fit roles.judge.model's context ({max_len} tokens) "
+        return (f"{TOO_LONG_TEXT}: the judge prompt does not fit roles.judge.model's context ({max_len} tokens) "
                 f"with roles.judge.decoding.max_new_tokens={max_new}")
     if chars is None:
         return Request(sample_id=f"judge/{item.sample_id}@{attempt}", prompt=rendered.prompt,
@@ -222,7 +229,7 @@ def _request(item: Item, attempt: int, chars: int | None, generator: Any, max_le
     # Under guided decoding the longest possible answer fits max_new by construction, so none is cut.
     fitting = jt.fitting_analysis_chars(item.personal, item.proactive, max_new, chars)
     if fitting < 1:
-        return (f"{JUDGE_TOO_LONG}: an answer for {len(item.personal)}+{len(item.proactive)} key points needs more "
+        return (f"{TOO_LONG_TEXT}: an answer for {len(item.personal)}+{len(item.proactive)} key points needs more "
                 f"than roles.judge.decoding.max_new_tokens={max_new} tokens even with empty analyses; raise it")
     item.analysis_chars = fitting
     schema = compact_json(jt.judge_schema(item.personal, item.proactive, fitting))
@@ -243,14 +250,14 @@ def _read(item: Item, generation: Any, attempt: int, prompt_tokens: int, guided:
         return {**_failure(item, reason, attempt), **base}
     return {**base, "judge_procedure": parsed.procedure, "judge_personalization": parsed.personalization,
             "judge_proactivity": parsed.proactivity, "judge_keypoints": json.dumps(parsed.keypoint_scores()),
-            "judge_error": None}
+            "judge_error": None, JUDGE_STATUS: JUDGED}
 
 
-def _failure(item: Item, reason: str, attempt: int) -> dict[str, Any]:
+def _failure(item: Item, reason: str, attempt: int, status: str = JUDGE_FAILED) -> dict[str, Any]:
     return {"sample_id": item.sample_id, "judge_procedure": None, "judge_personalization": None,
             "judge_proactivity": None, "judge_keypoints": None, "judge_error": reason, "judge_attempts": attempt + 1,
             "judge_prompt_tokens": None, "judge_output_tokens": None, "judge_analysis_chars": item.analysis_chars,
-            "judge_output": None, "judge_messages": json.dumps(item.messages, ensure_ascii=False)}
+            "judge_output": None, "judge_messages": json.dumps(item.messages, ensure_ascii=False), JUDGE_STATUS: status}
 
 
 SOLVER = JudgeSolver()

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from grading.etapp_rubric import METHODS as _RECORD_STARTS
+from grading.scorers.etapp_judge.rubric import METHODS as _RECORD_STARTS
 from inference.config import DatasetConfig
 from .prompt_files import MODES as PROMPT_SOURCES
 
 METHODS = tuple(_RECORD_STARTS)
 """Agent methods: fc (the model's own tool calls), react, e_react (a plan, then ReAct); one list,
-the judge's reading of each method's record (grading/etapp_rubric.py) names them."""
+the judge's reading of each method's record (grading/scorers/etapp_judge/rubric.py) names them."""
 STATES = ("tool", "app", "sequential")
 SUBSETS = ("reasoning",)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from grading.etapp_rubric import PERSONAL_MARK, PROACTIVE_MARK
+from grading.scorers.etapp_judge.rubric import PERSONAL_MARK, PROACTIVE_MARK
 from inference.errors import ConfigError, DatasetError
 
 AGENT = "Inference/prompts/generation_prompt.py"
@@ -61,7 +61,7 @@ class SkeletonHints:
     """The placeholder values upstream's judge skeleton shows (`evaluation/evaluate.py`)."""
 
     procedure: dict[str, Any]
-    """The whole `output_format` dict, `personal` / `proactive` left as grading.etapp_rubric's marks."""
+    """The whole `output_format` dict, `personal` / `proactive` left as grading.scorers.etapp_judge.rubric's marks."""
     personal: dict[str, str]
     """One personalization key point's slot ({"analysis": hint, "score": hint})."""
     proactive: dict[str, str]

@@ -1,6 +1,6 @@
 """ETAPP's scoring: the local judge's three 0-5 scores, averaged per setting, plus process facts.
 
-The judge has already read each episode when grading runs (`grading/etapp_rubric.py` builds
+The judge has already read each episode when grading runs (`grading/scorers/etapp_judge/rubric.py` builds
 its prompt and reads its answer); this scorer reads the judge's columns and the episode's
 process columns, nothing else. One reading, `judge`.
 
@@ -8,7 +8,7 @@ process columns, nothing else. One reading, `judge`.
   over the judged cases. A case the judge could not score (its answer unreadable, or the judge
   engine failed) is null: it is left out of these means, as upstream averages only the cases
   it evaluated, and it is counted by `judge_failed`. A case that was never sent to the judge
-  (`judge.enabled=false`: its judge error says "not judged", or it has no judge row at all) is
+  (`judge.enabled=false`: its `judge_status` is `not_judged`, or it has no judge row at all) is
   no failure: `judged` is null and `judge_failed` leaves it out (a run judged not at all has no
   `judge_failed`). An agent episode that failed (turn cap, too long) is still judged, as upstream
   judges its "Cannot solve" answer; one ended by an engine error says nothing about the model:
@@ -46,10 +46,14 @@ import polars as pl
 
 from grading.case_view import CaseView
 from grading.errors import GradingError
-from grading.etapp_rubric import METHODS
+from grading.scorers.etapp_judge.rubric import METHODS
 from grading.scoring import SCORE, SHARE, Metric, RowScorer, mean, ratio
+from grading.views import (JUDGE_FAILED, JUDGE_STATUS, JUDGE_TOO_LONG, JUDGED, NOT_JUDGED, JudgeView,
+                           check_judge_status)
 
 READING = "judge"
+JUDGE_ROLE = "judge"
+"""The model role whose model judges (the benchmark's `roles`, conf/dataset/etapp.yaml's `roles.judge`)."""
 TOOL_GIVEN = "tool_given"
 """The `setting` segment (settings look like `tool_given/fc`) where a case lists its tools."""
 SETTINGS = (TOOL_GIVEN, "tool_retrieval")
@@ -57,9 +61,10 @@ SETTINGS = (TOOL_GIVEN, "tool_retrieval")
 BOTH = "both"
 """The first segment of a method's row over both settings (`both/fc`), where `overall` is."""
 DIMENSIONS = ("procedure", "personalization", "proactivity")
-NOT_JUDGED = "not judged"
+NOT_JUDGED_TEXT = "not judged"
 """How a judge error begins when the case was never sent to the judge (judging switched off, or
-an agent episode ended by an engine error)."""
+an agent episode ended by an engine error). The judge's `judge_status` column says so; tables
+written before it are read by this prefix."""
 ENGINE_ERROR = "engine_error"
 """The end reason of an episode cut by an engine error: left out of every judge metric."""
 SUBSTITUTED_TOOLS = frozenset({"play_music", "find_restaurants", "find_flight",
@@ -67,8 +72,9 @@ SUBSTITUTED_TOOLS = frozenset({"play_music", "find_restaurants", "find_flight",
 """The tools whose data upstream never published: the sandbox runs them on substitutes, so a case
 that lists or calls one is not `clean`. Declared here, with the subset it defines; the sandbox
 imports it (inference/benchmarks/etapp/apps.py), so the two cannot drift."""
-JUDGE_TOO_LONG = "too_long"
-"""How a judge error begins when the judge prompt did not fit the judge's context."""
+TOO_LONG_TEXT = "too_long"
+"""How a judge error begins when the judge prompt did not fit the judge's context (status
+`too_long`; tables written before `judge_status` are read by this prefix)."""
 COUNTS = ("turns", "n_calls", "valid_calls", "tool_errors", "nudges")
 MODEL_CALLS = "model_calls"
 """Generations per episode, E-ReAct's plan included; tables written before it lack the column."""
@@ -127,25 +133,33 @@ def _hit(scores: Any) -> float | None:
     return float(np.mean(values)) / 2 if values else None
 
 
-def was_judged(row: dict[str, Any], finals: dict[str, int | None]) -> bool:
-    """Whether the case was sent to the judge: not where its error says it was not judged, nor
-    where it has no judge error and no judge output at all (no judge row was joined to it)."""
+def judge_status(row: dict[str, Any], finals: dict[str, int | None]) -> str:
+    """The case's judge status (grading.views.JUDGE_STATUSES): its `judge_status` column; in a
+    table written before it, read from the judge error's prefix. No judge row at all (no status,
+    no error, no judge output): not judged."""
+    status = row.get(JUDGE_STATUS)
+    if status is not None:
+        check_judge_status([status])
+        return status
     error = row.get("judge_error")
-    if error is not None:
-        return not str(error).startswith(NOT_JUDGED)
-    return any(v is not None for v in finals.values()) or row.get("judge_keypoints") is not None
+    if error is None:
+        output = any(v is not None for v in finals.values()) or row.get("judge_keypoints") is not None
+        return JUDGED if output else NOT_JUDGED
+    if str(error).startswith(NOT_JUDGED_TEXT):
+        return NOT_JUDGED
+    return JUDGE_TOO_LONG if str(error).startswith(TOO_LONG_TEXT) else JUDGE_FAILED
 
 
 def judge_fields(row: dict[str, Any]) -> dict[str, Any]:
     """The judge's scores of one case, all null where the judge failed (`judged` False) or the case
     was not judged (`judged` null: judging off, or an episode ended by an engine error)."""
     finals = {d: _count(row, f"judge_{d}") for d in DIMENSIONS}
-    judged = row.get("judge_error") is None and all(v is not None for v in finals.values())
+    status = judge_status(row, finals)
+    judged = status == JUDGED and all(v is not None for v in finals.values())
     if not judged or row.get("end_reason") == ENGINE_ERROR:
-        sent = was_judged(row, finals) and row.get("end_reason") != ENGINE_ERROR
+        sent = status != NOT_JUDGED and row.get("end_reason") != ENGINE_ERROR
         return {**{f"{d}_score": None for d in DIMENSIONS}, **{f"{d}_pass": None for d in DIMENSIONS},
-                "judged": False if sent else None,
-                "judge_too_long": str(row.get("judge_error") or "").startswith(JUDGE_TOO_LONG) if sent else None,
+                "judged": False if sent else None, "judge_too_long": status == JUDGE_TOO_LONG if sent else None,
                 "personal_hit": None, "proactive_hit": None}
     points = _json(row, "judge_keypoints", dict) or {}
     threshold = _threshold(row)
@@ -282,7 +296,8 @@ SCORER = RowScorer(
              description="episodes ended by an engine error (not judged: out of every judge metric)"),
     ),
     grade=grade,
-    optional_inputs=(MODEL_CALLS, "pass_score"),
+    # judge_status: tables written before it read the judge error's prefix instead (judge_status()).
+    optional_inputs=(MODEL_CALLS, "pass_score", JUDGE_STATUS),
     input_types={**{f"judge_{d}": pl.Int64 for d in DIMENSIONS}, **{c: pl.Int64 for c in (*COUNTS, MODEL_CALLS)},
                  "clean": pl.Boolean, "pass_score": pl.Float64},
     subsets={"clean": f"{READING}_clean"},
@@ -290,7 +305,10 @@ SCORER = RowScorer(
     # Multi-turn, no gold tool and no tool schema: gold_schema_coverage does not apply.
     count_columns=("n_failed", "n_too_long"),
     cases=CaseView(columns=("end_reason", "turns", *(f"judge_{d}" for d in DIMENSIONS)),
-                   scores=tuple(f"judge_{d}" for d in DIMENSIONS), judge_file="judgements.parquet"),
+                   scores=tuple(f"judge_{d}" for d in DIMENSIONS), judge_column="judge_output",
+                   error_column="judge_error"),
+    judge_view=JudgeView(role=JUDGE_ROLE, dimensions={d: f"judge_{d}" for d in DIMENSIONS}, scale=tuple(range(6)),
+                         headline="personalization", points="judge_keypoints", point_scale=(0, 1, 2)),
     description="ETAPP: a local judge's 0-5 Procedure, Personalization and Proactivity (not comparable "
                 "with the paper's GPT-4o numbers), with key-point and process measures",
 )
