@@ -345,11 +345,21 @@ def validate(cfg: ToolsweepConfig, benchmark: Any) -> None:
     `benchmark` is the chosen `inference.benchmarks.base.Benchmark` (its settings, path hint,
     roles and the engine kinds its solvers use)."""
     problems = [*_check_choices(cfg, benchmark), *_check_numbers(cfg), *_check_paths(cfg, benchmark),
-                *cfg.dataset.problems(), *_check_roles(cfg, benchmark), *_check_constraints(cfg, benchmark)]
+                *cfg.dataset.problems(), *_check_roles(cfg, benchmark), *_check_constraints(cfg, benchmark),
+                *_check_shortening(cfg, benchmark)]
     if benchmark.check is not None and Path(cfg.dataset.path).expanduser().exists():
         problems += benchmark.check(cfg)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _check_shortening(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
+    """decoding.drop_oldest_history needs a benchmark that says how its prompts shorten."""
+    if cfg.decoding.drop_oldest_history and getattr(benchmark, "shorten", None) is None:
+        return [f"decoding.drop_oldest_history=true: {benchmark.name}'s prompts hold no history list to shorten "
+                "(its benchmark declares no `shorten`); a prompt that does not fit its context fails as too_long "
+                "whatever this says: drop the option"]
+    return []
 
 
 def _check_choices(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:

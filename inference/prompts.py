@@ -5,7 +5,7 @@ sample's `system` turn already embeds the context and the candidate tools; in th
 format the `native_system` turn carries the context and the tools go to the template
 (`tools=`), or, for a template that ignores them, into a tool block in the system turn.
 Nothing is truncated silently: a prompt that leaves no room for the answer is a `too_long`
-row unless `drop_oldest_history` is set.
+row unless `drop_oldest_history` is set and the benchmark declares how to shorten its prompts.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -31,7 +31,9 @@ class PromptSettings:
     max_model_len: int
     """Context length of the model: prompt tokens + max_new_tokens must fit."""
     max_new_tokens: int
-    drop_oldest_history: bool = False
+    shorten: Callable[[str, int], str | None] | None = None
+    """decoding.drop_oldest_history: the benchmark's `shorten` (its system turn with the oldest
+    history items dropped); None: a prompt that does not fit is a too_long row."""
     native: bool = False
     """Render in the native format (tools to the chat template)."""
     template_tools: bool = True
@@ -58,17 +60,6 @@ def template_has_system(tokenizer: Any) -> bool:
     except Exception:  # noqa: BLE001 - jinja templates raise their own exception types
         return False
     return _SYSTEM_PROBE in text
-
-
-def drop_history(system: str, count: int) -> str | None:
-    """The system prompt with its `count` oldest history items removed (None: no history found)."""
-    from inference.history import join_history, split_history
-
-    parts = split_history(system)
-    if parts is None or count <= 0:
-        return None if parts is None else system
-    head, items, tail = parts
-    return None if count > len(items) else join_history(head, items[count:], tail)
 
 
 def render_chat(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, fold: bool,
@@ -123,7 +114,7 @@ def render_prompts(samples: pl.DataFrame, tokenizer: Any, settings: PromptSettin
         pl.Series("prompt_tokens", [len(i) for i in ids], dtype=pl.Int64),
         pl.lit(0, dtype=pl.Int64).alias("history_dropped"),
     )
-    if settings.drop_oldest_history:
+    if settings.shorten is not None:
         rendered = _shorten(rendered, tokenizer, fold, budget, settings)
     return rendered.with_columns(
         pl.when(pl.col("prompt_tokens") > budget).then(pl.lit(TOO_LONG)).otherwise(None)
@@ -142,7 +133,7 @@ def _shorten(frame: pl.DataFrame, tokenizer: Any, fold: bool, budget: int, setti
     for row in rows:
         dropped = 0
         while row["prompt_tokens"] > budget:
-            system = drop_history(row[column] or "", dropped + 1)
+            system = settings.shorten(row[column] or "", dropped + 1)
             if system is None:
                 break
             dropped += 1

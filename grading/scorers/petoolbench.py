@@ -33,7 +33,7 @@ FIELDS: dict[str, pl.DataType] = {
 }
 WRONG = {"valid": False, "tool": None, "params": None, "tool_ok": False, "params_ok": False,
          "param_score": 0.0, "call_ok": False, "param_outcome": None, "param_keys": None}
-# Written by the loader (inference/benchmarks/petoolbench.py); older tables lack them.
+# Written by the loader (inference/benchmarks/petoolbench/); older tables lack them.
 LOADER_INPUTS = ("same_func_tools", "candidate_tools", "history_length", "num_tools_combined", "prior_gold_tool")
 
 
@@ -114,7 +114,7 @@ SCORER = RowScorer(
     optional_inputs=LOADER_INPUTS,
     slices=SLICES,
     outcome_view=OutcomeView("tool_outcome", TOOL_OUTCOMES, OUTCOME_COLOURS),
-    # dataset.history=swap keeps the unswapped gold in prior_gold_tool (inference/history.py).
+    # dataset.history=swap keeps the unswapped gold in prior_gold_tool (inference/benchmarks/petoolbench/history.py).
     ablation=AblationAxis("history", "dataset.history", history_label, baseline="full",
                           counterfactual="prior_gold_tool"),
     description="PEToolBench paper: regex reading, exact tool name, whole-object parameters",

@@ -98,6 +98,10 @@ class Benchmark:
     calls_optional: bool = False
     """Native format: an answer may hold no call (plain text) under a constraint too, where its
     authors' prompt lets the model decline (otherwise a constrained answer holds 1..max_calls)."""
+    shorten: Callable[[str, int], str | None] | None = None
+    """(system turn, count) -> the system turn with its `count` oldest history items dropped, or
+    None where it holds fewer (decoding.drop_oldest_history: a prompt too long for the context is
+    shortened this way before it becomes a too_long row). None: its prompts hold nothing to drop."""
     gold: Callable[[dict[str, Any], str, str], str | None] | None = None
     """(sample row, answer format, tool parser) -> the gold answer's text, for `toolsweep gold`,
     where the gold is not the one call of `gold_tool` / `gold_params` (it returns None, or the

@@ -9,8 +9,8 @@ failed sample -> native format: the calls read by the model family's parser.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import polars as pl
 
@@ -20,7 +20,7 @@ from inference.engines import Generation, Request
 from inference.errors import ConfigError
 from inference.failures import EMPTY_OUTPUT, ENGINE_ERROR, TOO_LONG
 from inference.generation import MODEL_ROLE
-from inference.prompts import (PromptSettings, attach_schemas, chat_messages, drop_history, render_prompts,
+from inference.prompts import (PromptSettings, attach_schemas, chat_messages, render_prompts,
                                template_has_tools)
 from inference.solvers import SolveContext
 from inference.toolcalls import CallFormat, call_format, guess_parser
@@ -38,6 +38,8 @@ class PromptPlan:
     max_calls: int = 1
     calls_optional: bool = False
     """native: a constrained answer may hold no call (the benchmark's `calls_optional`)."""
+    shorten: Callable[[str, int], str | None] | None = field(default=None, compare=False)
+    """decoding.drop_oldest_history: the benchmark's `shorten` (None: off, or nothing to drop)."""
 
     @property
     def native(self) -> bool:
@@ -61,8 +63,9 @@ class PromptPlan:
 def plan_prompts(cfg: ToolsweepConfig, benchmark: Any, tokenizer: Any | None) -> PromptPlan:
     """The run's prompt format: prompt.format, else the benchmark's authors' choice."""
     fmt = cfg.prompt.format or benchmark.prompt_format
+    shorten = benchmark.shorten if cfg.decoding.drop_oldest_history else None
     if fmt != NATIVE_FORMAT:
-        return PromptPlan(fmt)
+        return PromptPlan(fmt, shorten=shorten)
     if tokenizer is None:
         raise ConfigError("prompt.format=native reads calls with the model family's parser, which needs the "
                           "model's tokenizer: set model.path to the model that produced the outputs")
@@ -73,7 +76,8 @@ def plan_prompts(cfg: ToolsweepConfig, benchmark: Any, tokenizer: Any | None) ->
     if cfg.decoding.constraint != "none" and call_format(parser) is None:
         raise ConfigError(f"model.tool_parser={parser} has no grammar in toolsweep (constrained native decoding "
                           "knows hermes, llama3_json and mistral); use decoding.constraint=none with it")
-    return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls, benchmark.calls_optional)
+    return PromptPlan(fmt, parser, template_has_tools(tokenizer), benchmark.max_calls, benchmark.calls_optional,
+                      shorten)
 
 
 def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | None,
@@ -93,7 +97,7 @@ def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | 
                                   pl.lit(None, dtype=pl.Int64).alias("prompt_tokens"),
                                   pl.lit(0, dtype=pl.Int64).alias("history_dropped"),
                                   pl.lit(None, dtype=pl.String).alias("failure"))
-    settings = PromptSettings(max_model_len, cfg.decoding.max_new_tokens, cfg.decoding.drop_oldest_history,
+    settings = PromptSettings(max_model_len, cfg.decoding.max_new_tokens, plan.shorten,
                               native=plan.native, template_tools=bool(plan.template_tools))
     return render_prompts(table, tokenizer, settings)
 
@@ -111,8 +115,8 @@ def attach_chats(prompts: pl.DataFrame, plan: PromptPlan, generator: Any) -> pl.
     columns = ["system", "native_system", "tool_specs", "user", "history_dropped",
                *(["prior_turns"] if "prior_turns" in prompts.columns else [])]
     for row in prompts.select(columns).iter_rows(named=True):
-        if row["history_dropped"]:
-            row[column] = drop_history(row[column] or "", row["history_dropped"])
+        if row["history_dropped"] and plan.shorten is not None:
+            row[column] = plan.shorten(row[column] or "", row["history_dropped"])
         chats.append(generator.chat(*sample_chat(row, plan.native)))
     return prompts.with_columns(pl.Series("chat_json", chats, dtype=pl.String))
 

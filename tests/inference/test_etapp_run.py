@@ -329,7 +329,7 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
     ("model.tool_parser=pythonic decoding.constraint=xgrammar",
      "model.tool_parser=pythonic with decoding.constraint=xgrammar: toolsweep has no call grammar"),
     ("prompt.format=native", "prompt.format=native: ETAPP prompts in its own formats"),
-    ("decoding.drop_oldest_history=true", "decoding.drop_oldest_history=true: ETAPP's prompts hold no history"),
+    ("decoding.drop_oldest_history=true", "decoding.drop_oldest_history=true: etapp's prompts hold no history"),
     ("+dataset.history=none", "dataset.history is not an option here"),
 ], ids=["tool_parser", "prompt_format", "drop_oldest_history", "petoolbench_history"])
 def test_options_etapp_does_not_read_are_errors_not_ignored(tmp_path, etapp_data, override, expected):

@@ -8,7 +8,7 @@ import pytest
 
 from inference.benchmarks.petoolbench import load_petoolbench
 from inference.errors import ConfigError
-from inference.history import ablate_table, split_history
+from inference.benchmarks.petoolbench.history import ablate_table, split_history
 from tests.conftest import FAMILYTOOL_SAMPLE
 
 pytestmark = pytest.mark.shared_data

@@ -14,7 +14,7 @@ import pytest
 from grading.grades import grade
 from inference.benchmarks.petoolbench import load_petoolbench
 from inference.gold import gold_output
-from inference.history import HISTORY_START, exchange_providers, history_span, provider, swap_table
+from inference.benchmarks.petoolbench.history import HISTORY_START, exchange_providers, history_span, provider, swap_table
 from tests.conftest import FAMILYTOOL_SAMPLE, REPO
 
 pytestmark = pytest.mark.shared_data

@@ -9,8 +9,8 @@ import pytest
 
 from inference.benchmarks.petoolbench import load_petoolbench
 from inference.generation import load_tokenizer
-from inference.prompts import (render_chat, TOO_LONG, PromptSettings, drop_history, render_prompts,
-                               template_has_system)
+from inference.benchmarks.petoolbench.history import drop_oldest
+from inference.prompts import render_chat, TOO_LONG, PromptSettings, render_prompts, template_has_system
 from tests.conftest import SAMPLE
 
 NO_SYSTEM_TEMPLATE = (
@@ -62,7 +62,7 @@ def test_drop_oldest_history_when_asked(tokenizer, samples):
     full = render_prompts(samples, tokenizer, PromptSettings(8192, 256))
     longest = int(full["prompt_tokens"].arg_max())
     limit = int(full["prompt_tokens"].max()) + 256 - 1  # only the longest prompt is too long
-    table = render_prompts(samples, tokenizer, PromptSettings(limit, 256, drop_oldest_history=True))
+    table = render_prompts(samples, tokenizer, PromptSettings(limit, 256, shorten=drop_oldest))
     assert table["history_dropped"].to_list() == [1 if i == longest else 0 for i in range(table.height)]
     assert (table["prompt_tokens"] <= limit - 256).all()
     assert table["failure"].is_null().all()
@@ -71,8 +71,8 @@ def test_drop_oldest_history_when_asked(tokenizer, samples):
     assert row["prompt_tokens"] < original["prompt_tokens"]
 
 
-def test_drop_history_removes_the_oldest_items():
+def test_drop_oldest_removes_the_oldest_history_items():
     system = 'Intro\nInteraction history is:\n[{"a": 1}, {"b": "é"}, {"c": 3}]\n\nAvailable tools ...'
-    assert drop_history(system, 2) == 'Intro\nInteraction history is:\n[{"c": 3}]\n\nAvailable tools ...'
-    assert drop_history(system, 4) is None
-    assert drop_history("no history here", 1) is None
+    assert drop_oldest(system, 2) == 'Intro\nInteraction history is:\n[{"c": 3}]\n\nAvailable tools ...'
+    assert drop_oldest(system, 4) is None
+    assert drop_oldest("no history here", 1) is None

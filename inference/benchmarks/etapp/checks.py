@@ -32,9 +32,6 @@ def unused_options(cfg: Any) -> list[str]:
     if cfg.prompt.format is not None:
         found.append(f"prompt.format={cfg.prompt.format}: ETAPP prompts in its own formats (dataset.methods); "
                      "leave prompt.format unset")
-    if cfg.decoding.drop_oldest_history:
-        found.append("decoding.drop_oldest_history=true: ETAPP's prompts hold no history list to shorten; an "
-                     "episode whose prompt no longer fits ends as too_long")
     return found
 
 

@@ -56,6 +56,16 @@ def join_history(head: str, items: list[Any], tail: str) -> str:
     return head + json.dumps(items, ensure_ascii=False) + tail
 
 
+def drop_oldest(system: str, count: int) -> str | None:
+    """The system prompt with its `count` oldest history items removed (None: no history list, or
+    fewer than `count` items): the benchmark's `shorten` (decoding.drop_oldest_history)."""
+    parts = split_history(system)
+    if parts is None or count <= 0:
+        return None if parts is None else system
+    head, items, tail = parts
+    return None if count > len(items) else join_history(head, items[count:], tail)
+
+
 def _rng(seed: str) -> random.Random:
     return random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:16], 16))
 

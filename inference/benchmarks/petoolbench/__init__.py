@@ -154,7 +154,7 @@ def load_petoolbench(path: str | Path, settings: Iterable[str], limit: int | Non
 
 @dataclass
 class PEToolBenchOptions(DatasetConfig):
-    """PEToolBench's `dataset.*` options: the history ablations (inference/history.py)."""
+    """PEToolBench's `dataset.*` options: the history ablations (inference/benchmarks/petoolbench/history.py)."""
 
     settings: list[str] = field(default_factory=lambda: list(SETTINGS))
     history: str = "full"
@@ -167,7 +167,7 @@ class PEToolBenchOptions(DatasetConfig):
     """Remove every history item's `rating` (the `r` setting's signal)."""
 
     def problems(self) -> list[str]:
-        from inference.history import HISTORY_MODES
+        from inference.benchmarks.petoolbench.history import HISTORY_MODES
 
         found = []
         if self.history not in HISTORY_MODES:
@@ -179,13 +179,19 @@ class PEToolBenchOptions(DatasetConfig):
 
 def ablate_history(table: pl.DataFrame, options: PEToolBenchOptions) -> pl.DataFrame:
     """The samples with their history ablated as `dataset.history` says."""
-    from inference.history import ablate_table
+    from inference.benchmarks.petoolbench.history import ablate_table
 
     return ablate_table(table, options.history, options.history_k, options.drop_ratings, options.history_seed,
                         options.name)
 
 
+def _drop_oldest(system: str, count: int) -> str | None:
+    from inference.benchmarks.petoolbench.history import drop_oldest
+
+    return drop_oldest(system, count)
+
+
 BENCHMARK = Benchmark(name="petoolbench", settings=tuple(SETTINGS), load=load_petoolbench, scorer=SCORER,
-                      options=PEToolBenchOptions, select=ablate_history,
+                      options=PEToolBenchOptions, select=ablate_history, shorten=_drop_oldest,
                       path_hint="user_entries_test.json, or a folder with "
                                 "dataset_test/user_entries_test_{p,r,c}.json")
