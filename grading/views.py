@@ -39,6 +39,9 @@ class SideTable:
     key: str = "sample_id"
     """The column naming each row's sample."""
     description: str = ""
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    """Its columns and their Polars types, where the solver writes them with a fixed schema (the
+    reference pages list them); not recorded in run.json."""
 
     def __post_init__(self) -> None:
         if not self.name.endswith(".parquet") or "/" in self.name:

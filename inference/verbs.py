@@ -155,11 +155,11 @@ def _listings() -> dict[str, tuple[str, Callable[[], list[tuple[str, str]]]]]:
 
 def _yaml_options(folder: Path) -> list[tuple[str, str]]:
     """Each option's name and the first line of its leading comment."""
-    return [(path.stem, _first_comment(path.read_text(encoding="utf-8"))) for path in sorted(folder.glob("*.yaml"))]
+    return [(path.stem, yaml_summary(path.read_text(encoding="utf-8"))) for path in sorted(folder.glob("*.yaml"))]
 
 
-def _first_comment(text: str) -> str:
-    """The first sentence of a YAML's leading comment."""
+def yaml_summary(text: str, width: int = 100) -> str:
+    """The first sentence of a config YAML's leading comment (Hydra's `# @package` line skipped)."""
     lines = []
     for line in text.splitlines():
         if line.startswith("# @package"):
@@ -167,7 +167,7 @@ def _first_comment(text: str) -> str:
         if not line.startswith("#"):
             break
         lines.append(line.lstrip("# ").strip())
-    return first_sentence(" ".join(lines))
+    return first_sentence(" ".join(lines), width)
 
 
 def first_sentence(text: str, width: int = 100) -> str:

@@ -102,24 +102,10 @@ def _cell(text: str) -> str:
 
 def yaml_options(folder: Path) -> list[tuple[str, str]]:
     """Each YAML option of a config group with the first sentence of its leading comment."""
-    from inference.verbs import first_sentence
+    from inference.verbs import yaml_summary
 
-    found = []
-    for path in sorted(folder.glob("*.yaml")):
-        lines = [line.lstrip("# ").strip() for line in _leading_comment(path.read_text(encoding="utf-8"))]
-        found.append((path.stem, first_sentence(" ".join(lines), width=160)))
-    return found
-
-
-def _leading_comment(text: str) -> list[str]:
-    lines = []
-    for line in text.splitlines():
-        if line.startswith("# @package"):
-            continue
-        if not line.startswith("#"):
-            break
-        lines.append(line)
-    return lines
+    return [(path.stem, yaml_summary(path.read_text(encoding="utf-8"), width=160))
+            for path in sorted(folder.glob("*.yaml"))]
 
 
 def dataset_choices() -> dict[str, list[str]]:
@@ -236,11 +222,8 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("history_moves.parquet", "grading.compare:MOVES_SCHEMA", "toolsweep compare of a full run and its swap twin"),
     ("agreement.parquet", "grading.agreement:AGREEMENT_SCHEMA", "toolsweep agreement, per dimension"),
     ("ranking.parquet", "grading.agreement:RANKING_SCHEMA", "toolsweep agreement of two sweeps"),
-    ("trajectories.parquet", "inference.benchmarks.etapp.agent_solver:TRAJECTORY_SCHEMA",
-     "ETAPP: one row per message"),
     ("steps/0.parquet (ETAPP's agent columns)", "inference.benchmarks.etapp.agent_solver:EPISODE_SCHEMA",
      "ETAPP: the columns the agent adds to the sample table"),
-    ("judgements.parquet", "inference.benchmarks.etapp.judge_solver:JUDGEMENT_SCHEMA", "ETAPP: the judge, per case"),
 )
 
 
@@ -293,6 +276,7 @@ def outputs_page() -> str:
     for name, target, what in TABLES:
         columns, notes = declared(target)
         out += [f"## {name}", "", f"{what} (`{target}`).", "", column_table(columns, notes), ""]
+    out += side_tables_section()
     out += ["## Per scorer", "",
             "The tables of a run graded by each scorer (`grading/scorers/`), and of a sweep of such runs: "
             "their columns follow from what the scorer declares.", ""]
@@ -309,6 +293,35 @@ def outputs_page() -> str:
                 "leaderboard.parquet of a sweep of this scorer's runs:", "",
                 column_table({c: str(t) for c, t in leaderboard_schema([scorer]).items()}), ""]
     return "\n".join(out) + "\n"
+
+
+def side_tables_section() -> list[str]:
+    """Every side table a benchmark's solvers declare (grading.views.SideTable), with its columns
+    where the declaration carries its schema."""
+    from inference.benchmarks import benchmark_names, get_benchmark
+    from inference.solvers import get_solver, side_tables_of
+
+    out = ["## Side tables", "",
+           "Per-sample tables a benchmark's solvers declare and write beside samples.parquet; a run "
+           "lists those it wrote in run.json (`side_tables`), and merge and the case view read that list.", ""]
+    for benchmark in (get_benchmark(n) for n in benchmark_names()):
+        for solver_name in benchmark.solvers:
+            solver = get_solver(solver_name)
+            for table in side_tables_of(solver):
+                out += [f"### {table.name}", "",
+                        f"{benchmark.name}, written by `{solver_name}` (kind `{table.kind}`, keyed by "
+                        f"`{table.key}`{', ordered by ' + ', '.join(f'`{c}`' for c in table.order) if table.order else ''}): "
+                        f"{table.description}.", ""]
+                if table.schema is not None:
+                    out += [column_table({c: str(t) for c, t in table.schema.items()},
+                                         _schema_notes(sys.modules[type(solver).__module__], table.schema)), ""]
+    return out
+
+
+def _schema_notes(module: Any, schema: Any) -> dict[str, str]:
+    """The source comments beside a schema's columns, found by the module attribute holding it."""
+    name = next((k for k, v in vars(module).items() if v is schema), None)
+    return _column_comments(inspect.getsource(module), name) if name else {}
 
 
 def _metric_notes(scorer: Any) -> dict[str, str]:

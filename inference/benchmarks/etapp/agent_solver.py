@@ -29,13 +29,13 @@ from .prompt_files import UpstreamFiles, resolve
 
 SCORER = "etapp_judge"
 TRAJECTORIES = "trajectories.parquet"
-TRAJECTORY_TABLE = SideTable(TRAJECTORIES, MESSAGES, order=("index",),
-                             description="every message of every episode (TRAJECTORY_SCHEMA), in order")
 TRAJECTORY_SCHEMA = {
     "sample_id": pl.String, "case_id": pl.String, "setting": pl.String, "method": pl.String, "index": pl.Int64,
     "turn": pl.Int64, "role": pl.String, "content": pl.String, "tool_calls": pl.String, "tool_name": pl.String,
     "arguments": pl.String, "observation": pl.String, "tool_error": pl.Boolean, "finish_reason": pl.String,
     "prompt_tokens": pl.Int64, "output_tokens": pl.Int64}
+TRAJECTORY_TABLE = SideTable(TRAJECTORIES, MESSAGES, order=("index",), schema=TRAJECTORY_SCHEMA,
+                             description="every message of every episode, in order")
 EPISODE_SCHEMA = {
     "sample_id": pl.String, "turns": pl.Int64, "n_calls": pl.Int64, "valid_calls": pl.Int64, "tool_errors": pl.Int64,
     "nudges": pl.Int64, "end_reason": pl.String, "final_answer": pl.String, "called_tools": pl.String,

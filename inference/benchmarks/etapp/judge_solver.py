@@ -50,8 +50,8 @@ JUDGEMENT_SCHEMA = {
     "judge_analysis_chars": pl.Int64, "judge_output": pl.String, "judge_messages": pl.String,
     JUDGE_STATUS: pl.String}
 """The judge's columns; `judge_status` is one of grading.views.JUDGE_STATUSES (the error text says why)."""
-JUDGEMENTS = SideTable("judgements.parquet", JUDGE_ANSWERS,
-                       description="the judge's answer, scores and the messages it read, per case (JUDGEMENT_SCHEMA)")
+JUDGEMENTS = SideTable("judgements.parquet", JUDGE_ANSWERS, schema=JUDGEMENT_SCHEMA,
+                       description="the judge's answer, scores and the messages it read, per case")
 GUIDED, UPSTREAM = "guided", "upstream"
 PROTOCOL_LINES = {UPSTREAM: "upstream's: free decoding, the answer read as upstream's evaluator reads it",
                   GUIDED: "guided JSON (roles.judge.decoding.constraint), not upstream's free answer"}
