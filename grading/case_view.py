@@ -26,7 +26,10 @@ from grading.views import JUDGE_ANSWERS, MESSAGES, SideTable, side_table_of
 CASES = "cases.html"
 MESSAGE_CHARS = 2000
 BANDS = (("0-1", 0.0, 2.0), ("2-3", 2.0, 4.0), ("4-5", 4.0, 5.01))
+"""The default bands, for scores on a 0-5 scale: (label, low, high), low <= mean < high."""
 UNSCORED = "unscored"
+OUTSIDE = "other"
+"""The band of a case whose mean score lies in none of the declared bands."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class CaseView:
     """The column of the run's judge-answers side table holding the judge's raw answer (None: none shown)."""
     error_column: str | None = None
     """The sample column saying why a case has no judge answer (None: none shown)."""
+    bands: tuple[tuple[str, float, float], ...] = BANDS
+    """The score bands the page filters by: (label, low, high), a case in the first whose
+    low <= its mean score < high; the default is for a 0-5 scale."""
 
 
 def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView, facts: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -57,7 +63,8 @@ def case_page(run_dir: Path, samples: pl.DataFrame, view: CaseView, facts: Mappi
              for number, row in enumerate(rows, 1)]
     ends = sorted({(c["end_class"], c["end"]) for c in cases})
     return {"cases": cases, "columns": ["case", "setting", *view.columns], "ends": ends,
-            "bands": [*(b[0] for b in BANDS), UNSCORED]}
+            "bands": [*(b[0] for b in view.bands), *([OUTSIDE] if any(c["band"] == OUTSIDE for c in cases) else []),
+                      UNSCORED]}
 
 
 def _judge_answers(run_dir: Path, view: CaseView, source: SideTable | None) -> dict[str, Any]:
@@ -104,7 +111,7 @@ def _band(row: Mapping[str, Any], view: CaseView) -> str:
     if not values or any(v is None for v in values):
         return UNSCORED
     mean = sum(values) / len(values)
-    return next(name for name, low, high in BANDS if low <= mean < high)
+    return next((name for name, low, high in view.bands if low <= mean < high), OUTSIDE)
 
 
 def _cell(value: Any) -> str:

@@ -3,6 +3,7 @@ reports read (grading/views.py)."""
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 from grading.errors import GradingError
@@ -53,3 +54,21 @@ def test_the_shipped_scorers_declare_only_the_views_their_data_have():
                 for name in ("etapp_judge", "petoolbench", "toolspectrum_f1") if (s := get_scorer(name))}
     assert declared == {"etapp_judge": (True, False, False), "petoolbench": (False, True, True),
                         "toolspectrum_f1": (False, False, False)}
+
+
+def test_a_case_view_bands_cases_by_its_declared_bands(tmp_path):
+    """A 0-2 scale declares its own bands; a mean outside them is `other`, a null score `unscored`."""
+    from grading.case_view import OUTSIDE, UNSCORED, CaseView, case_page
+    from grading.views import MESSAGES, SIDE_TABLES, SideTable
+
+    pl.DataFrame({"sample_id": ["a", "b", "c", "d"], "turn": [1] * 4, "role": ["user"] * 4, "content": ["q"] * 4,
+                  "tool_calls": [None] * 4, "tool_error": [None] * 4},
+                 schema_overrides={"tool_calls": pl.String, "tool_error": pl.Boolean}).write_parquet(tmp_path / "m.parquet")
+    samples = pl.DataFrame({"sample_id": ["a", "b", "c", "d"], "setting": ["s"] * 4, "score": [0, 2, 7, None]})
+    view = CaseView(columns=("score",), scores=("score",), bands=(("low", 0.0, 1.0), ("high", 1.0, 2.01)))
+    page = case_page(tmp_path, samples, view, {SIDE_TABLES: [SideTable("m.parquet", MESSAGES).fact()]})
+    assert [c["band"] for c in page["cases"]] == ["low", "high", OUTSIDE, UNSCORED]
+    assert page["bands"] == ["low", "high", OUTSIDE, UNSCORED]
+    default = case_page(tmp_path, samples.head(2), CaseView(columns=("score",), scores=("score",)),
+                        {SIDE_TABLES: [SideTable("m.parquet", MESSAGES).fact()]})
+    assert [c["band"] for c in default["cases"]] == ["0-1", "2-3"] and OUTSIDE not in default["bands"]
