@@ -4,8 +4,8 @@ The two runs (or sweeps) hold the same agent output judged by two judges (e.g. a
 `roles.<judge role>.model.path=A,B`, or `toolsweep judge` with another judge). What is compared is
 what the runs' scorer declares in its judge view (grading.views.JudgeView): the judge's role, its
 dimensions (sample columns) and their scale, and its per key point scores. Per judge dimension:
-quadratic-weighted Cohen's kappa (computed here, equal to scikit-learn's), Krippendorff's alpha, ordinal (`krippendorff`),
-exact and within-1 agreement and the mean difference (B - A), each with a bootstrap 95% CI over
+quadratic-weighted Cohen's kappa (computed here, equal to scikit-learn's), Krippendorff's alpha,
+ordinal (`krippendorff`), exact and within-1 agreement and the mean difference (B - A), each with a bootstrap 95% CI over
 cases; per key point, the agreement of the 0/1/2 scores. Given two sweeps, job i of A is paired
 with job i of B (the same checkpoints in the same order) and the checkpoints' rankings by each
 judge are compared with Kendall's tau (scipy), listing every pair whose order flips.
