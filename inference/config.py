@@ -293,7 +293,8 @@ class DecodingConfig:
     128), so a model looping inside a string still closes the call within max_new_tokens.
     Not under outlines: a cap grows its automaton past what compiles in time."""
     drop_oldest_history: bool = False
-    """A prompt too long for the context: drop its oldest history items (True) or record a too_long row."""
+    """A prompt too long for the context: drop its oldest history items (True; only for a benchmark
+    that declares how its prompts shorten, `Benchmark.shorten`) or record a too_long row."""
 
 
 @dataclass
