@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Collection
 
 import numpy as np
 import polars as pl
@@ -53,7 +54,8 @@ answered A's gold in B too; moved_share = moved / a_right."""
 _LISTED_IDS = 20
 
 
-def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame, readings: Collection[str] | None = None,
+                 metrics: Collection[str] | None = None, flips: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Paired comparison of two graded sample tables, and the samples that flipped.
 
     Returns (comparison, flips): comparison has one row per setting (and pooled "all") x
@@ -64,7 +66,9 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     direction). The metrics are the runs' scorer's, on each setting and each of its subsets
     (`{setting}/{subset}`: the samples in it in both runs); per-sample metrics get McNemar's
     test and flips, pooled ones (F1) a paired bootstrap CI only. A metric undefined in both
-    runs (no sample it applies to) gets no row.
+    runs (no sample it applies to) gets no row. `readings` and `metrics` narrow the comparison to
+    those (each cell is computed on its own, so the rows kept are those of the whole comparison);
+    `flips=False` leaves the flips empty.
     """
     for name, frame in (("A", samples_a), ("B", samples_b)):
         if frame.height == 0:
@@ -75,11 +79,13 @@ def compare_runs(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> tuple[pl.D
     samples_a, samples_b = _counterfactual_pairs(record_level(samples_a, scorer), record_level(samples_b, scorer),
                                                  ablation_axis(scorer))
     paired = _pair(samples_a, samples_b, scorer)
+    parsers = [p for p in scorer.readings if readings is None or p in readings]
+    chosen = [m for m in scorer.metrics if metrics is None or m.name in metrics]
     rows = [_compare_cell(frame, label, p, m)
-            for label, frame in report_groups(paired, scorer) for p in scorer.readings for m in scorer.metrics]
+            for label, frame in report_groups(paired, scorer) for p in parsers for m in chosen]
     defined = (pl.col("n") > 0) & (pl.col("acc_a").is_not_null() | pl.col("acc_b").is_not_null())
     comparison = pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row").filter(defined)
-    return comparison, _flips(paired, scorer)
+    return comparison, _flips(paired, scorer) if flips else pl.DataFrame(schema=FLIP_SCHEMA)
 
 
 def _counterfactual_pairs(samples_a: pl.DataFrame, samples_b: pl.DataFrame,

@@ -169,11 +169,11 @@ def write_against_first(sweep_dir: Path) -> Path | None:
     frames = []
     for job in jobs[1:]:
         try:
-            comparison, _ = compare_runs(base, pl.read_parquet(job.path / "samples.parquet"))
+            comparison, _ = compare_runs(base, pl.read_parquet(job.path / "samples.parquet"),
+                                         readings=(primary_reading(scorer),), metrics=shown, flips=False)
         except GradingError:
             continue  # another scorer, or samples that cannot be paired: no row rather than a wrong one
-        frames.append(comparison.filter(pl.col("parser") == primary_reading(scorer), pl.col("metric").is_in(shown))
-                      .with_columns(pl.lit(job.number, dtype=pl.Int64).alias("job")))
+        frames.append(comparison.with_columns(pl.lit(job.number, dtype=pl.Int64).alias("job")))
     if not frames:
         return None
     schema = {"job": pl.Int64, **COMPARISON_SCHEMA}
