@@ -78,13 +78,13 @@ def merge_shards(sweep_dir: Path) -> Path:
 def parts_side_tables(jobs: list[Job], facts: list[dict[str, Any]], solvers: tuple[str, ...]) -> list[SideTable]:
     """The side tables any part lists in its run.json, in the order they are listed; a part written
     before run.json listed them stands for the tables its solvers declare that it holds."""
-    from inference.solvers import declared_side_tables
+    from inference.solvers import present_side_tables
 
     found: dict[str, SideTable] = {}
     for job, fact in zip(jobs, facts):
         listed = side_tables_in(fact)
         if listed is None:
-            listed = [t for t in declared_side_tables(solvers) if (job.path / t.name).is_file()]
+            listed = present_side_tables(solvers, job.path)
         found.update((t.name, t) for t in listed if t.name not in found)
     return list(found.values())
 

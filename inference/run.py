@@ -35,7 +35,7 @@ from inference.models import is_embedded_path, prepare_embedded_model
 from inference.repeats import repeat_samples
 from inference.shards import shard_of, subsample
 from inference.runinfo import Timer
-from inference.solvers import SolveContext, declared_side_tables, get_solver
+from inference.solvers import SolveContext, get_solver, present_side_tables
 
 STEPS = Path("steps")
 """Under the run dir: the resolved config and each solver's output table and facts."""
@@ -136,7 +136,7 @@ def solve_all(cfg: ToolsweepConfig, benchmark: Any, run_dir: Path, resolved: dic
         if isolate and not (enabled and Role.of(cfg, solver.role).engine.loads_model):
             write_step(run_dir, number, table, step)
         _gather(facts, names[number], solver.role, step)
-    facts[SIDE_TABLES] = [t.fact() for t in declared_side_tables(names) if (run_dir / t.name).is_file()]
+    facts[SIDE_TABLES] = [t.fact() for t in present_side_tables(names, run_dir)]
     return table, facts
 
 

@@ -77,6 +77,11 @@ def declared_side_tables(names: tuple[str, ...]) -> list[SideTable]:
     return [t for name in names for t in side_tables_of(get_solver(name))]
 
 
+def present_side_tables(names: tuple[str, ...], run_dir: Path) -> list[SideTable]:
+    """The side tables the named solvers declare that `run_dir` holds, in solver order."""
+    return [t for t in declared_side_tables(names) if (Path(run_dir) / t.name).is_file()]
+
+
 def solver_names() -> list[str]:
     """The solvers shipped in this package."""
     return names_in(__name__)
