@@ -11,6 +11,7 @@ from grading.errors import GradingError
 from grading.files import atomic_write
 from grading.metrics import POOLED
 from grading.scoring import direction_note, get_scorer, primary_reading
+from grading.sweep import override_key
 from grading.tables import shown_metrics
 
 _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
@@ -172,7 +173,7 @@ def _dodge(rows: pl.DataFrame) -> float:
 
 def variant_of(overrides: str | None) -> str:
     kept = [o for o in (overrides or "").split(" ")
-            if o and o.partition("=")[0].lstrip("+~") not in _CHECKPOINT_KEYS]
+            if o and override_key(o) not in _CHECKPOINT_KEYS]
     return " ".join(kept)
 
 

@@ -107,11 +107,17 @@ def hydra_overrides(job_dir: Path) -> list[str]:
     return [str(item) for item in listed] if isinstance(listed, list) else []
 
 
+def override_key(override: str) -> str:
+    """What an override sets: `engine@roles.judge.engine` of `engine@roles.judge.engine=openai`,
+    `a.b` of `++a.b=x`."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def override_value(overrides: Sequence[str], key: str) -> str | None:
     """The value of `key=value` among Hydra overrides (also `+key=`, `++key=`, `~key=`)."""
     for item in overrides:
-        name, sep, value = item.partition("=")
-        if sep and name.lstrip("+~") == key:
+        _, sep, value = item.partition("=")
+        if sep and override_key(item) == key:
             # Hydra allows a quoted value: model.path='/ckpt/checkpoint-500'.
             return value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
     return None

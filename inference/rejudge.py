@@ -22,14 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grading.files import atomic_write_text
+from grading.sweep import override_key
 from inference.errors import ConfigError, ToolsweepError
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"
-
-
-def override_key(override: str) -> str:
-    """What an override sets: `engine@roles.judge.engine` of `engine@roles.judge.engine=openai`."""
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def merged_overrides(saved: list[str], new: list[str], groups: set[str] = frozenset()) -> list[str]:
@@ -59,7 +56,7 @@ def rejudged_config(run_dir: Path, overrides: list[str]) -> tuple[dict[str, Any]
         raise ConfigError(f"overrides must be key=value or group=option, got {bad}")
     if not (run_dir / OVERRIDES).is_file():
         return _merged_recorded(run_dir / CONFIG, overrides), overrides
-    from inference.verbs import CONF
+    from inference.cli import CONF
 
     groups = {path.relative_to(CONF).as_posix() for path in CONF.rglob("*") if path.is_dir()}
     merged = merged_overrides(list(yaml.safe_load((run_dir / OVERRIDES).read_text(encoding="utf-8")) or []),
@@ -138,10 +135,11 @@ def rejudge(run_dir: Path, overrides: list[str], out: Path | None = None) -> dic
     if target != run_dir:
         if target.exists():
             raise ConfigError(f"--out {target} exists; name a new dir, or rewrite the run with --overwrite")
-        shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns(LOCK_NAME))
-    (target / OVERRIDES).parent.mkdir(exist_ok=True)
-    (target / OVERRIDES).write_text(yaml.safe_dump(composed_by, default_flow_style=False), encoding="utf-8")
-    with run_dir_lock(target):
+        with run_dir_lock(run_dir):  # a run still being written is refused, not copied half-way
+            shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns(LOCK_NAME))
+    with run_dir_lock(target):  # nothing of a run another process holds is rewritten
+        (target / OVERRIDES).parent.mkdir(exist_ok=True)
+        atomic_write_text(target / OVERRIDES, yaml.safe_dump(composed_by, default_flow_style=False))
         # evaluate records the updated config (steps/config.json) before the solvers' processes read it
         return evaluate(cfg, benchmark, target, data, start=start)
 

@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
+from grading.sweep import override_key
+
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 GENERATED = ("reference/",)  # built from the code at site build time, not written by hand
@@ -244,7 +246,7 @@ class Checker:
     def _context(self, overrides: tuple[str, ...]) -> tuple[str, ...]:
         """The group choices (`dataset=etapp`, `engine=openai`, ...) that give the keys these
         overrides set and the default config lacks, from groups the overrides do not choose themselves."""
-        chosen = frozenset(o.split("=", 1)[0].lstrip("+~") for o in overrides if is_group_choice(o))
+        chosen = frozenset(override_key(o) for o in overrides if is_group_choice(o))
         context: list[str] = []
         for override in overrides:
             key = needed_key(override)
@@ -378,11 +380,6 @@ def keys_of(data: dict, prefix: str = "") -> frozenset[str]:
         if isinstance(value, dict):
             found |= keys_of(value, f"{dotted}.")
     return frozenset(found)
-
-
-def override_key(override: str) -> str:
-    """`a.b` for `a.b=x`, `++a.b=x` or `+a.b=x`."""
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def needed_key(override: str) -> str | None:
