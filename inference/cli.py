@@ -30,10 +30,9 @@ from inference.run import evaluate, prepare_models, run_config  # noqa: E402
 from inference.runinfo import run_dir_lock  # noqa: E402
 from inference.slurm import register as register_slurm_resolvers  # noqa: E402
 from inference.sweep import CHILD_FLAG, gpu_slots, run_child_job  # noqa: E402
-from inference.verbs import RUN, dispatch, verb_lines, verb_named  # noqa: E402
+from inference.verbs import CONF, RUN, dispatch, verb_lines, verb_named  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CONF = REPO_ROOT / "conf"
 OmegaConf.register_new_resolver("toolsweep_root", lambda: str(REPO_ROOT), replace=True)
 OmegaConf.register_new_resolver("toolsweep_cache", lambda: str(cache_root()), replace=True)
 OmegaConf.register_new_resolver("toolsweep_gpu_slots", gpu_slots, replace=True)
@@ -106,12 +105,15 @@ def main() -> None:
     """`toolsweep`: a verb's entry point (inference/verbs.py), our --help (the verbs, the groups to
     choose from), else Hydra's app (a bare `toolsweep key=value ...`, or `toolsweep run ...`)."""
     argv = sys.argv[1:]
-    if argv and verb_named(argv[0]) is not None and argv[0] != RUN:
-        sys.exit(dispatch(argv, hydra_main) or 0)
+    verb = verb_named(argv[0]) if argv else None
+    if verb is not None and verb.name != RUN:
+        sys.exit(dispatch(verb, argv[1:]) or 0)
     if any(a in ("--help", "-h") for a in argv):
         print(help_text())
         return
-    dispatch(argv, hydra_main)
+    if verb is not None:
+        del sys.argv[1]  # Hydra reads sys.argv: the verb `run` is not an override
+    hydra_main()
 
 
 if __name__ == "__main__":

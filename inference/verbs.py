@@ -28,6 +28,11 @@ class Verb:
     """`module:function`, called as function(argv, prog=...); empty for `run` (Hydra's app)."""
     summary: str
 
+    def entry(self) -> Callable[..., int | None]:
+        """The verb's main (imported now: only the verb that runs pays for its imports)."""
+        module, _, function = self.target.partition(":")
+        return getattr(importlib.import_module(module), function)
+
 
 VERBS: tuple[Verb, ...] = (
     Verb(RUN, "", "evaluate (the default verb): toolsweep [run] key=value ...; -m for a sweep"),
@@ -56,17 +61,9 @@ def verb_lines() -> str:
     return "\n".join(f"  {verb.name:<{width}}  {verb.summary}" for verb in VERBS)
 
 
-def dispatch(argv: Sequence[str], run: Callable[[], None]) -> int | None:
-    """Run the verb `argv[0]` names with the rest; `run` (Hydra's app, reading sys.argv) for `run`
-    or for no verb at all (a bare `key=value ...`)."""
-    verb = verb_named(argv[0]) if argv else None
-    if verb is None or verb.name == RUN:
-        if verb is not None:
-            del sys.argv[1]  # Hydra reads sys.argv: the verb is not an override
-        run()
-        return 0
-    module, _, function = verb.target.partition(":")
-    return getattr(importlib.import_module(module), function)(list(argv[1:]), prog=f"toolsweep {verb.name}")
+def dispatch(verb: Verb, argv: Sequence[str]) -> int | None:
+    """Run `verb` (any but `run`, which is Hydra's app) with its arguments."""
+    return verb.entry()(list(argv), prog=f"toolsweep {verb.name}")
 
 
 def alias_main() -> None:
@@ -78,8 +75,7 @@ def alias_main() -> None:
         sys.exit(2)
     print(f"{ALIAS_PREFIX}{name} is an alias of `toolsweep {name}`, kept for one release (see the changelog)",
           file=sys.stderr)
-    module, _, function = verb.target.partition(":")
-    sys.exit(getattr(importlib.import_module(module), function)(sys.argv[1:], prog=f"{ALIAS_PREFIX}{name}") or 0)
+    sys.exit(verb.entry()(sys.argv[1:], prog=f"{ALIAS_PREFIX}{name}") or 0)
 
 
 class _ParserBuilt(Exception):
@@ -104,8 +100,7 @@ def verb_parser(name: str) -> argparse.ArgumentParser:
         for action in parser._actions:  # Hydra's lazy help texts, as argparse's formatter needs them
             action.help = None if action.help is None else str(action.help)
         return parser
-    module, _, function = verb.target.partition(":")
-    main = getattr(importlib.import_module(module), function)
+    main = verb.entry()
 
     def built(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
         raise _ParserBuilt(self)
@@ -142,20 +137,21 @@ def list_names(argv: Sequence[str] | None = None, prog: str = "toolsweep ls") ->
 
 def _listings() -> dict[str, tuple[str, Callable[[], list[tuple[str, str]]]]]:
     return {
-        "datasets": ("dataset=NAME", lambda: _yaml_options(CONF / "dataset")),
+        "datasets": ("dataset=NAME", lambda: yaml_options(CONF / "dataset")),
         "benchmarks": ("dataset.name=NAME, or a module's dotted path", _benchmarks),
         "solvers": ("a benchmark's solvers", _solvers),
         "scorers": ("a benchmark's scorer", _scorers),
-        "engines": ("engine=NAME, engine@roles.<role>.engine=NAME", lambda: _yaml_options(CONF / "engine")),
-        "launchers": ("hydra/launcher=NAME, with -m", lambda: _yaml_options(CONF / "hydra" / "launcher")),
+        "engines": ("engine=NAME, engine@roles.<role>.engine=NAME", lambda: yaml_options(CONF / "engine")),
+        "launchers": ("hydra/launcher=NAME, with -m", lambda: yaml_options(CONF / "hydra" / "launcher")),
         "sweepers": ("hydra/sweeper=NAME, with -m", lambda: [("basic", "Hydra's: every combination"),
                                                               ("race", "a racing sweep (docs/racing.md)")]),
     }
 
 
-def _yaml_options(folder: Path) -> list[tuple[str, str]]:
-    """Each option's name and the first line of its leading comment."""
-    return [(path.stem, yaml_summary(path.read_text(encoding="utf-8"))) for path in sorted(folder.glob("*.yaml"))]
+def yaml_options(folder: Path, width: int = 100) -> list[tuple[str, str]]:
+    """Each YAML option of a config group with the first sentence of its leading comment."""
+    return [(path.stem, yaml_summary(path.read_text(encoding="utf-8"), width))
+            for path in sorted(folder.glob("*.yaml"))]
 
 
 def yaml_summary(text: str, width: int = 100) -> str:

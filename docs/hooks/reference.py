@@ -100,14 +100,6 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def yaml_options(folder: Path) -> list[tuple[str, str]]:
-    """Each YAML option of a config group with the first sentence of its leading comment."""
-    from inference.verbs import yaml_summary
-
-    return [(path.stem, yaml_summary(path.read_text(encoding="utf-8"), width=160))
-            for path in sorted(folder.glob("*.yaml"))]
-
-
 def dataset_choices() -> dict[str, list[str]]:
     """benchmark name -> the conf/dataset options (`dataset=X`) that choose it."""
     chosen: dict[str, list[str]] = {}
@@ -121,6 +113,7 @@ def dataset_choices() -> dict[str, list[str]]:
 def config_page() -> str:
     from inference.benchmarks import benchmark_names, get_benchmark
     from inference.config import DatasetConfig, RoleConfig, ToolsweepConfig
+    from inference.verbs import yaml_options
 
     nested = {f.name for f in fields(ToolsweepConfig)
               if f.default_factory is not MISSING and is_dataclass(f.default_factory())}
@@ -155,7 +148,7 @@ def config_page() -> str:
     out += ["", "## Engine options", "",
             "`engine=NAME` (or `engine@roles.<name>.engine=NAME`) chooses one; each is typed by the "
             "`CONFIG` of the module its `target` names.", ""]
-    for name, line in yaml_options(CONF / "engine"):
+    for name, line in yaml_options(CONF / "engine", width=160):
         data = yaml.safe_load((CONF / "engine" / f"{name}.yaml").read_text(encoding="utf-8")) or {}
         schema = importlib.import_module(data["target"].partition(":")[0]).CONFIG
         out += [f"### engine={name}", "", line, "", f"Options class `{schema.__module__}.{schema.__name__}`.", "",
@@ -164,7 +157,7 @@ def config_page() -> str:
     for folder in sorted(p for p in CONF.rglob("*") if p.is_dir() and any(p.glob("*.yaml"))):
         group = folder.relative_to(CONF).as_posix()
         out += [f"### {group}", "", "| option | what it is |", "|---|---|",
-                *[f"| `{group}={name}` | {_cell(line)} |" for name, line in yaml_options(folder)], ""]
+                *[f"| `{group}={name}` | {_cell(line)} |" for name, line in yaml_options(folder, width=160)], ""]
     from hydra_plugins.toolsweep_race.race_sweeper import RaceSweeperConf
 
     out += ["## Racing sweeper", "", "`-m hydra/sweeper=race` (see [Racing](../racing.md)); its options:", "",
