@@ -32,6 +32,7 @@ JSON_ANSWER, CALLS_ANSWER, AGENT_TURN = "json", "calls", "agent_turn"
 GRAMMAR_ANSWER = "grammar"
 """A benchmark-format answer described by a Lark grammar (the benchmark's `answer_grammar`)."""
 GRAMMAR_CONSTRAINTS = ("xgrammar", "guidance")
+"""The decoding.constraint backends that take a Lark grammar (vLLM's `grammar` field); outlines takes none."""
 # Field metadata marking an option that changes what the model generates: every such field
 # enters the generation cache key (inference.generation.key_context), so none can be forgotten.
 OUTPUT = {"output": True}

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from inference.config import GRAMMAR_CONSTRAINTS
 from inference.errors import ConfigError
 from inference.schemas import backend_schema, call_schema, compact_json, outlines_regex
 
@@ -115,10 +116,6 @@ def grammar_key(request: Any) -> tuple:
             getattr(request, "grammar", None))
 
 
-GRAMMAR_BACKENDS = ("xgrammar", "guidance")
-"""The backends that take a Lark grammar (vLLM's `grammar` field); outlines takes none."""
-
-
 def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: int, optional: bool,
                  regex: str | None, grammar: str | None, backend: str) -> dict[str, Any] | None:
     """The structured-output constraint of a request under `backend`, as vLLM's
@@ -132,9 +129,9 @@ def grammar_spec(schema_json: str | None, call_format: str | None, max_calls: in
     if regex is not None:
         return {"regex": regex}
     if grammar is not None:
-        if backend not in GRAMMAR_BACKENDS:
+        if backend not in GRAMMAR_CONSTRAINTS:
             raise ConfigError(f"decoding.constraint={backend} cannot apply a Lark grammar (the benchmark's answer "
-                              f"grammar); use one of {list(GRAMMAR_BACKENDS)}, or none")
+                              f"grammar); use one of {list(GRAMMAR_CONSTRAINTS)}, or none")
         return {"grammar": grammar}
     if schema_json is None:
         return None

@@ -78,7 +78,8 @@ class RaceSweeper(Sweeper):
         record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [" ".join(j) for j in jobs],
                                         "sizes": sizes, "rounds": []})
         units = race_units(jobs)
-        keep = {str(unit[0]) for unit in units if kept_jobs(jobs, self.settings["keep"]) & set(unit)}
+        kept = kept_jobs(jobs, self.settings["keep"])
+        keep = {str(unit[0]) for unit in units if kept & set(unit)}
         alive = units
         returns, launched = [], 0
         for number, size in enumerate(sizes, start=1):
