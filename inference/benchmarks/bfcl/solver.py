@@ -20,7 +20,6 @@ from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
 from inference.solvers.single_call import SOLVER as SINGLE_CALL
 
-from .data import tool_specs
 from .texts import PromptTexts, resolve
 
 HERMES_READER = "bfcl_hermes"
@@ -42,7 +41,7 @@ def with_texts(samples: pl.DataFrame, texts: PromptTexts) -> pl.DataFrame:
     for functions_json, question_system in rows:
         functions = json.loads(functions_json)
         systems.append(texts.system(functions, question_system))
-        specs.append(json.dumps(tool_specs(functions, texts.hint), ensure_ascii=False))
+        specs.append(json.dumps(texts.functions_with_hint(functions), ensure_ascii=False))
     return samples.with_columns(pl.Series("system", systems, dtype=pl.String),
                                 pl.Series("tool_specs", specs, dtype=pl.String))
 
