@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from grading.scorers.bfcl import HERMES_READER
 from inference.console import marker
 from inference.errors import ConfigError
 from inference.generation import MODEL_ROLE
@@ -21,8 +22,6 @@ from inference.solvers import SolveContext
 from inference.solvers.single_call import SOLVER as SINGLE_CALL
 
 from .texts import PromptTexts, resolve
-
-HERMES_READER = "bfcl_hermes"
 
 
 def prompt_texts(options: Any) -> PromptTexts:
