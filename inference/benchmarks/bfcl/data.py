@@ -20,6 +20,7 @@ import polars as pl
 
 from inference.benchmarks.base import NATIVE_FORMAT, raise_problems, read_jsonl, sample_row, sample_table
 from inference.errors import DatasetError
+from inference.python_source import python_call_list
 from inference.toolcalls import CALL_FORMATS
 
 from .grammar import call_grammar
@@ -196,8 +197,7 @@ def load_bfcl(path: Path, settings: tuple[str, ...], limit: int | None = None) -
 
 def python_calls(calls: list[dict[str, Any]]) -> str:
     """Calls in BFCL's prompt-mode syntax: `[f(a=1, b='x'), g()]` (values as Python literals)."""
-    return "[" + ", ".join(f"{c['name']}(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")"
-                           for c in calls) + "]"
+    return python_call_list((c["name"], c["arguments"]) for c in calls)
 
 
 def gold_answer(row: dict[str, Any], fmt: str, parser: str) -> str:
