@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
+from grading.stats import resampled_statistics
 
 DEFAULT_ALPHA = 0.05
 
@@ -98,12 +99,14 @@ def bootstrap_p(leader: np.ndarray, other: np.ndarray, reduce: Callable[..., Opt
     if n == 0:
         return 1.0
     up = 1.0 if higher_is_better else -1.0
-    rng = np.random.default_rng(seed)
-    behind = 0
-    for idx in rng.integers(0, n, size=(n_resamples, n)):
+
+    def lead(idx: np.ndarray) -> Optional[float]:
         mine, theirs = reduce(*leader[idx].T), reduce(*other[idx].T)
-        # a resample where the metric is undefined for either job shows no lead
-        behind += mine is None or theirs is None or up * (mine - theirs) <= delta
+        return None if mine is None or theirs is None else up * (mine - theirs)
+
+    leads = resampled_statistics(lead, n, n_resamples, seed)
+    # a resample where the metric is undefined for either job (nan) shows no lead
+    behind = int(np.sum(np.isnan(leads) | (leads <= delta)))
     return float((1 + behind) / (n_resamples + 1))
 
 

@@ -1,8 +1,9 @@
 """Uncertainty for metrics: percentile bootstrap CIs and the exact McNemar test.
 
 numpy only (no scipy): grading must run on any laptop. Every bootstrap of grading resamples
-here, through `_percentile_ci` (a plain mean) or `resampled_ci` (any other statistic). Every
-function is deterministic for a given seed, so a re-run of a report gives the same intervals.
+here, through `_percentile_ci` (a plain mean) or `resampled_statistics` (any other statistic).
+Every function is deterministic for a given seed, so a re-run of a report gives the same
+intervals.
 """
 
 from __future__ import annotations
@@ -96,17 +97,27 @@ def resampled_ci(statistic: Callable[[np.ndarray], float | None], size: int, n_r
     replacement, `n_resamples` times. Resamples where the statistic is undefined (None or nan)
     are left out; (nan, nan) when no resample defines it or there are no rows.
 
-    The one bootstrap loop for statistics that are not a plain mean (F1 over pooled counts, a
-    ratio, the paired difference of such a metric between two runs)."""
+    For statistics that are not a plain mean (F1 over pooled counts, a ratio, the paired
+    difference of such a metric between two runs); the resampling is `resampled_statistics`."""
     _check_resampling(n_resamples, level)
     if size == 0:
         return (math.nan, math.nan)
+    return _quantile_ci(resampled_statistics(statistic, size, n_resamples, seed), level)
+
+
+def resampled_statistics(statistic: Callable[[np.ndarray], float | None], size: int, n_resamples: int = 2000,
+                         seed: int = 0) -> np.ndarray:
+    """`statistic(rows)` on each of `n_resamples` draws of `size` row indices with replacement, nan
+    where it is undefined (None). The one bootstrap loop for statistics that are not a plain mean:
+    intervals (`resampled_ci`) and tests (grading.race.bootstrap_p) both resample here."""
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_resamples):
+    values = np.empty(n_resamples, dtype=np.float64)
+    # one draw of `size` indices per resample, not one (n_resamples, size) block: the same
+    # random stream, without holding every resample's indices at once
+    for i in range(n_resamples):
         value = statistic(rng.integers(0, size, size))
-        values.append(math.nan if value is None else value)
-    return _quantile_ci(np.asarray(values, dtype=np.float64), level)
+        values[i] = math.nan if value is None else value
+    return values
 
 
 def _quantile_ci(statistics: np.ndarray, level: float) -> tuple[float, float]:

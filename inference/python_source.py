@@ -1,10 +1,11 @@
-"""A Python file's top-level constants, read without running it: the authors' prompt texts,
-taken from the user's copy of their code (never imported, never shipped)."""
+"""Python source read and written: a Python file's top-level constants, read without running it
+(the authors' prompt texts, taken from the user's copy of their code, never imported, never
+shipped), and calls written as a Python list (the benchmarks' prompt-mode answers)."""
 
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Iterable
 
 
 def literal_constants(source: str, filename: str) -> dict[str, Any]:
@@ -31,3 +32,10 @@ def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(v, known) for v in node.elts]
     raise ValueError("not a literal")
+
+
+def python_call_list(calls: Iterable[tuple[str, dict[str, Any]]]) -> str:
+    """Calls in Python syntax, as a list: `[f(a=1, b='x'), g()]`, keyword arguments in the given
+    order, values as `repr` writes them (Python literals)."""
+    return "[" + ", ".join(f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in arguments.items()) + ")"
+                           for name, arguments in calls) + "]"

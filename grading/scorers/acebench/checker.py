@@ -28,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from grading.scorers._python_calls import dotted_name, standardize
+
 # The checker's type table: the description's type name -> the Python type a value must have.
 # `number` maps to int (a float for a number parameter is a type error unless the gold is a float),
 # `enum` to a type no value has (so an enum value is only ever checked against the gold's type).
@@ -38,7 +40,6 @@ PY_TYPES: dict[str, type] = {
 }
 # Types whose items get a type of their own (`items.type`, else one guessed from the type's name).
 CONTAINER_TYPES = ("array", "tuple", "list(string)", "list(enum)", "object", "objectArray")
-_STRIPPED = re.compile(r"[ ,./\-_*^]")
 _REPEAT_SUFFIX = re.compile(r"_\d+$")
 
 WRONG_FORMAT = "wrong_output_format"
@@ -82,16 +83,6 @@ def decode(answer: str | None) -> list[dict[str, Any]]:
     return calls
 
 
-def _dotted_name(func: ast.AST) -> str:
-    parts = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-    return ".".join(reversed(parts))
-
-
 def _value(node: ast.AST) -> Any:
     """One argument value as ACEBench's reader gives it."""
     if isinstance(node, ast.Constant):
@@ -124,7 +115,7 @@ def _value(node: ast.AST) -> Any:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
-        return {_dotted_name(node.func): {k.arg: _value(k.value) for k in node.keywords}}
+        return {dotted_name(node.func): {k.arg: _value(k.value) for k in node.keywords}}
     if isinstance(node, ast.Subscript):
         return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
     raise Undecodable(f"a {type(node).__name__} value")
@@ -175,11 +166,6 @@ def _guard(op: ast.operator, left: Any, right: Any) -> None:
 
 
 # --- checking ------------------------------------------------------------------------------------
-
-def normalise(text: str) -> str:
-    """ACEBench's string normal form: spaces , . / - _ * ^ removed, lower case, ' as "."""
-    return _STRIPPED.sub("", text).lower().replace("'", '"')
-
 
 def grade_answer(answer: str | None, functions: list[dict[str, Any]], ground_truth: Any) -> Verdict:
     """The verdict ACEBench gives one answer: unreadable answers are wrong (`wrong_output_format`),
@@ -284,7 +270,7 @@ def _check_value(spec: dict[str, Any], value: Any, gold: Any) -> str | None:
     if expected is list and item_type is dict:
         return _object_list_error(type_name, value, gold)
     if expected is str:
-        return None if normalise(gold) in normalise(value) else "value_error:string"
+        return None if standardize(gold) in standardize(value) else "value_error:string"
     if expected is list:
         return None if _normalised_items(value) == _normalised_items(gold) else "value_error:list/tuple"
     return None  # integers, numbers, booleans: the type was all that counted
@@ -328,7 +314,7 @@ def _type_check(value: Any, gold: Any, expected: type, item_type: type | None) -
 
 
 def _normalised_items(items: Any) -> list[Any]:
-    return [normalise(i) if type(i) == str else i for i in items]
+    return [standardize(i) if type(i) == str else i for i in items]
 
 
 def _object_list_error(type_name: str, value: list[Any], gold: Any) -> str | None:
@@ -363,8 +349,8 @@ def _dict_error(value: Any, gold: Any) -> str | None:
             if error is not None:
                 return error
             continue
-        got = normalise(item) if type(item) == str else item
-        want = normalise(want) if type(want) == str else want
+        got = standardize(item) if type(item) == str else item
+        want = standardize(want) if type(want) == str else want
         if str(want) not in str(got):
             return "value_error"
     return None

@@ -51,6 +51,7 @@ WEIGHTED = {"live_ast"}
 """Pools BFCL averages weighted by cases; the others are unweighted means of their categories."""
 CODES = {c: i for i, c in enumerate(CATEGORIES)}
 HERMES_READER = "bfcl_hermes"
+"""The `call_reader` naming BFCL's own Hermes-style reader (the BFCL solver writes it)."""
 MISSING = "missing"
 
 FIELDS: dict[str, pl.DataType] = {

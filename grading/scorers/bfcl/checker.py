@@ -20,14 +20,14 @@ the answer is wrong with error type `checker_error:<exception>`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Optional
+
+from grading.scorers._python_calls import standardize
 
 PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool,
                                  "array": list, "tuple": list, "dict": dict, "any": str}
 NESTED_TYPES = ("array", "tuple")
-_STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,6 @@ RIGHT = Verdict(True)
 
 def _wrong(error_type: str, error: str) -> Verdict:
     return Verdict(False, error_type, error)
-
-
-def standardize(text: str) -> str:
-    """BFCL's `standardize_string`: spaces and `,./-_*^` removed, lower case, `'` as `"`."""
-    return _STANDARDIZE.sub("", text).lower().replace("'", '"')
 
 
 def check(category: str, functions: list[dict], calls: list[dict], possible: list[dict],

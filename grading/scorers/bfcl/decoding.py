@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from grading.scorers._python_calls import dotted_name
+
 _FC_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
 # BFCL evaluates an arithmetic expression with Python's `eval`; toolsweep evaluates the
 # operators below over literal operands only (no names, no calls), with bounds that keep a
@@ -89,13 +91,7 @@ def _decode_python(text: str) -> list[dict[str, Any]]:
 
 def _call(node: ast.Call) -> dict[str, Any]:
     """{dotted name: {keyword: value}}; positional arguments are not read, as in BFCL."""
-    parts, part = [], node.func
-    while isinstance(part, ast.Attribute):
-        parts.append(part.attr)
-        part = part.value
-    if isinstance(part, ast.Name):
-        parts.append(part.id)
-    return {".".join(reversed(parts)): {k.arg: _value(k.value) for k in node.keywords}}
+    return {dotted_name(node.func): {k.arg: _value(k.value) for k in node.keywords}}
 
 
 def _value(node: ast.AST) -> Any:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from inference.python_source import python_call_list
+
 _STRING = r"""(?:'[^'\\\n]*'|"[^"\\\n]*")"""
 _INTEGER = r"-?(?:0|[1-9][0-9]*)"
 _NUMBER = _INTEGER + r"(?:\.[0-9]+)?"
@@ -75,6 +77,4 @@ def gold_answer(ground_truth: Any) -> str:
     """The gold calls in the answer format (a list of alternatives: the first), values as Python
     writes them, a repeated call's `_<n>` key suffix removed."""
     gold = ground_truth[0] if isinstance(ground_truth, list) else ground_truth
-    calls = [f"{_REPEAT_SUFFIX.sub('', name)}(" + ", ".join(f"{k}={v!r}" for k, v in params.items()) + ")"
-             for name, params in gold.items()]
-    return "[" + ", ".join(calls) + "]"
+    return python_call_list((_REPEAT_SUFFIX.sub("", name), params) for name, params in gold.items())

@@ -20,6 +20,7 @@ import polars as pl
 
 from inference.benchmarks.base import NATIVE_FORMAT, raise_problems, read_jsonl, sample_row, sample_table
 from inference.errors import DatasetError
+from inference.python_source import python_call_list
 from inference.toolcalls import CALL_FORMATS
 
 from .grammar import call_grammar
@@ -143,12 +144,6 @@ def schema_tools(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return tools
 
 
-def tool_specs(functions: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
-    """The functions as BFCL's Hermes-style FC handler gives them to the chat template: BFCL's own
-    form, each description with the language hint."""
-    return [{**f, "description": f.get("description", "") + hint} for f in functions]
-
-
 def _row(case: dict[str, Any], category: str, answer: Optional[dict[str, Any]]) -> dict[str, Any]:
     messages = case["question"][0]
     system = messages[0]["content"] if messages[0]["role"] == "system" and len(messages) > 1 else None
@@ -161,7 +156,7 @@ def _row(case: dict[str, Any], category: str, answer: Optional[dict[str, Any]]) 
     return sample_row(
         setting=category, entry_id=int(_ID.match(case["id"])["n"]), scorer=SCORER,
         system=OWN.system(functions, system), user=messages[-1]["content"], native_system=system,
-        tools=schema_tools(functions), tool_specs=tool_specs(functions, OWN.hint),
+        tools=schema_tools(functions), tool_specs=OWN.functions_with_hint(functions),
         gold_tool=calls[0][0] if calls else None, gold_params=calls[0][1] if calls else None,
         allow_refusal=True,
         inputs={"bfcl_id": case["id"], "functions": functions, "possible_answer": truth,
@@ -202,8 +197,7 @@ def load_bfcl(path: Path, settings: tuple[str, ...], limit: int | None = None) -
 
 def python_calls(calls: list[dict[str, Any]]) -> str:
     """Calls in BFCL's prompt-mode syntax: `[f(a=1, b='x'), g()]` (values as Python literals)."""
-    return "[" + ", ".join(f"{c['name']}(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")"
-                           for c in calls) + "]"
+    return python_call_list((c["name"], c["arguments"]) for c in calls)
 
 
 def gold_answer(row: dict[str, Any], fmt: str, parser: str) -> str:

@@ -14,16 +14,14 @@ from typing import Any
 
 import polars as pl
 
+from grading.scorers.bfcl import HERMES_READER
 from inference.console import marker
 from inference.errors import ConfigError
 from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
 from inference.solvers.single_call import SOLVER as SINGLE_CALL
 
-from .data import tool_specs
 from .texts import PromptTexts, resolve
-
-HERMES_READER = "bfcl_hermes"
 
 
 def prompt_texts(options: Any) -> PromptTexts:
@@ -42,7 +40,7 @@ def with_texts(samples: pl.DataFrame, texts: PromptTexts) -> pl.DataFrame:
     for functions_json, question_system in rows:
         functions = json.loads(functions_json)
         systems.append(texts.system(functions, question_system))
-        specs.append(json.dumps(tool_specs(functions, texts.hint), ensure_ascii=False))
+        specs.append(json.dumps(texts.functions_with_hint(functions), ensure_ascii=False))
     return samples.with_columns(pl.Series("system", systems, dtype=pl.String),
                                 pl.Series("tool_specs", specs, dtype=pl.String))
 

@@ -54,7 +54,9 @@ class PromptTexts:
     prompt_format: Optional[str] = None
 
     def functions_with_hint(self, functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The functions as BFCL shows them: every description followed by the language hint."""
+        """The functions as BFCL shows them: every description followed by the language hint. The
+        prompt-mode system turn lists them, and a native prompt's chat template gets them as its
+        tool specs (as BFCL's Hermes-style FC handler gives them)."""
         return [{**f, "description": f.get("description", "") + self.hint} for f in functions]
 
     def system(self, functions: list[dict[str, Any]], question_system: Optional[str]) -> str:
