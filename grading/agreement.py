@@ -125,9 +125,10 @@ def point_scores(paired: pl.DataFrame, column: str) -> tuple[np.ndarray, np.ndar
     return np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
 
 
-def agreement_table(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
-    """One row per dimension of the scorer's judge view and, where it scores key points, one for them."""
-    view = view_of_runs(samples_a, samples_b)
+def agreement_table(samples_a: pl.DataFrame, samples_b: pl.DataFrame, view: JudgeView | None = None) -> pl.DataFrame:
+    """One row per dimension of the scorer's judge view (found from the runs where not given) and,
+    where it scores key points, one for them."""
+    view = view_of_runs(samples_a, samples_b) if view is None else view
     paired = judged_pairs(samples_a, samples_b, view)
     rows = [agreement(paired[c].to_numpy(), paired[f"{c}_b"].to_numpy(), view.scale, d)
             for d, c in view.dimensions.items()]
@@ -176,9 +177,10 @@ def compare_judges(path_a: Path, path_b: Path) -> tuple[pl.DataFrame, pl.DataFra
     samples_b = [pl.read_parquet(samples_file(r)) for r in runs_b]
     keyed = [s.with_columns((pl.lit(f"{i}:") + pl.col("sample_id")).alias("sample_id"))
              for group in (samples_a, samples_b) for i, s in enumerate(group)]
-    table = agreement_table(pl.concat(keyed[:len(runs_a)], how="diagonal_relaxed"),
-                            pl.concat(keyed[len(runs_a):], how="diagonal_relaxed"))
-    view = view_of_runs(samples_a[0], samples_b[0])
+    pooled_a = pl.concat(keyed[:len(runs_a)], how="diagonal_relaxed")
+    pooled_b = pl.concat(keyed[len(runs_a):], how="diagonal_relaxed")
+    view = view_of_runs(pooled_a, pooled_b)  # every job of both under one scorer
+    table = agreement_table(pooled_a, pooled_b, view)
     ranked = None
     if len(runs_a) > 1:
         column = view.dimensions[view.headline]

@@ -106,8 +106,6 @@ class JudgeView:
     points: str | None = None
     """A sample column of JSON {group: {point: score}}: per key point scores, or None."""
     point_scale: tuple[int, ...] = ()
-    status: str = JUDGE_STATUS
-    """The sample column of each sample's judge status (JUDGE_STATUSES)."""
 
     def __post_init__(self) -> None:
         if self.headline not in self.dimensions:
