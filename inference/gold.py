@@ -42,8 +42,10 @@ def gold_outputs(samples: pl.DataFrame, fmt: str = "benchmark", parser: str = DE
     benchmark's own gold writer's (`Benchmark.gold`) where it has one and writes that format,
     else the one gold call of `gold_tool` / `gold_params`."""
     own = benchmark.gold if benchmark is not None else None
+    # whole rows only for a benchmark's own writer, which may read any column
+    rows = samples if own is not None else samples.select("gold_tool", "gold_params")
     outputs = []
-    for row in samples.iter_rows(named=True):
+    for row in rows.iter_rows(named=True):
         written = own(row, fmt, parser) if own is not None else None
         outputs.append(written if written is not None else gold_output(row["gold_tool"], row["gold_params"], fmt, parser))
     return samples.select("sample_id").with_columns(pl.Series("output", outputs, dtype=pl.String))
