@@ -34,6 +34,8 @@ from grading.tables import (board_axis, board_scorers, comparison_cells, job_lab
 from grading.views import UNDIAGNOSED, AblationAxis, outcome_view
 
 REPORT = "report.html"
+AGAINST_FIRST = "against_first.parquet"
+"""A sweep's jobs against its first (grading.leaderboard.write_against_first writes it)."""
 FLIPS_SHOWN = 20
 OUTPUT_CHARS = 600
 _DPI = 100
@@ -110,18 +112,15 @@ def _against_first(sweep_dir: Path, board: pl.DataFrame, labels: Mapping[int, st
     """Each job against the first (against_first.parquet, written with the leaderboard), or None."""
     from grading.scoring import get_scorer
 
-    path = sweep_dir / "against_first.parquet"
+    path = sweep_dir / AGAINST_FIRST
     if not path.is_file():
         return None
     table = pl.read_parquet(path)
     scorer = get_scorer(board.filter(pl.col("job") == 0)["scorer"].drop_nulls()[0])
-    header, rows = comparison_cells(table.drop("job"), scorer)
-    jobs = table["job"].to_list()
-    header = ["job", "configuration", *[h.replace("B vs A", "vs first").replace("a_only", "first only")
-                                         .replace("b_only", "job only") for h in header]]
-    rows = [[str(job), labels.get(job, ""), *row] for job, row in zip(jobs, rows)]
-    header[header.index("a")], header[header.index("b")] = "first job", "this job"
-    return _table("against_first", header, rows, [""] * len(rows))
+    header, rows = comparison_cells(table.drop("job"), scorer,
+                                    ("first job", "this job", "vs first", "first only", "job only"))
+    rows = [[str(job), labels.get(job, ""), *row] for job, row in zip(table["job"].to_list(), rows)]
+    return _table("against_first", ["job", "configuration", *header], rows, [""] * len(rows))
 
 
 def _race_table(sweep_dir: Path) -> dict[str, Any] | None:

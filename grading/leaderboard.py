@@ -15,7 +15,7 @@ import polars as pl
 
 from grading.files import read_facts
 
-from grading.html_report import write_sweep_report
+from grading.html_report import AGAINST_FIRST, write_sweep_report
 from grading.metrics import report_groups, summarize
 from grading.plots import SCORED, plot_by_step, plottable
 from grading.race import race_outcomes
@@ -37,7 +37,6 @@ TAIL_SCHEMA: dict[str, pl.DataType] = {
     "prompts_per_s": pl.Float64, "output_tokens_per_s": pl.Float64,
     "status": pl.String, "reason": pl.String, "overrides": pl.String,
 }
-AGAINST_FIRST = "against_first.parquet"
 # Reading a job's files can fail in these ways; the job then shows as failed, with the error.
 _READ_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 

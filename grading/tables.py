@@ -100,11 +100,16 @@ def _shortened(values: set[str]) -> dict[str, str]:
     return tails if len(set(tails.values())) == len(values) else {v: v for v in values}
 
 
-def comparison_cells(comparison: pl.DataFrame, scorer: Scorer) -> Cells:
+COMPARED = ("a", "b", "B vs A", "a_only", "b_only")
+"""The default labels of the two sides' columns: their values, the verdict, the discordant counts."""
+
+
+def comparison_cells(comparison: pl.DataFrame, scorer: Scorer, labels: tuple[str, ...] = COMPARED) -> Cells:
     """The comparison's header and rows, each metric on its own scale (shares in percent), with
-    whether B is better or worse as the metric's direction says (`B vs A`)."""
-    header = ["setting", "parser", "metric", "n", "a", "b", "diff [95% CI]", "B vs A", "a_only", "b_only",
-              "p_value"]
+    whether B is better or worse as the metric's direction says (`B vs A`); `labels` name the
+    sides' columns (COMPARED's five, in its order)."""
+    a, b, verdict, a_only, b_only = labels
+    header = ["setting", "parser", "metric", "n", a, b, "diff [95% CI]", verdict, a_only, b_only, "p_value"]
     metrics = {m.name: m for m in scorer.metrics}
     rows = [[r["setting"], r["parser"], r["metric"], str(r["n"]),
              format_value(metrics[r["metric"]], r["acc_a"]), format_value(metrics[r["metric"]], r["acc_b"]),
