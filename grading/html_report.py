@@ -100,23 +100,34 @@ def write_sweep_report(sweep_dir: Path) -> Path:
     if metrics and axis is not None and (ablation := _ablation(board, labels, metrics[0], axis)) is not None:
         figures.append(ablation)
     page = {"title": f"sweep {where.parent.name}/{where.name}", "where": str(where),
-            "n_jobs": jobs.height, "n_failed": jobs.filter(pl.col("status") == "failed").height,
+            "n_jobs": jobs.height, "failed_jobs": jobs.filter(pl.col("status") == "failed")["job"].to_list(),
             "jobs": [(job, labels[job]) for job in labels],
             "board": _table("leaderboard", header, rows, failed),
-            "race": _race_table(sweep_dir), "against_first": _against_first(sweep_dir, board, labels),
-            "figures": figures}
+            "race": _race_table(sweep_dir), "against_first": _against_first(sweep_dir, labels),
+            "first_not_complete": _first_not_complete(jobs), "figures": figures}
     return _render("sweep.html.j2", page, sweep_dir / REPORT)
 
 
-def _against_first(sweep_dir: Path, board: pl.DataFrame, labels: Mapping[int, str]) -> dict[str, Any] | None:
+def _first_not_complete(jobs: pl.DataFrame) -> str | None:
+    """Job 0's status where it did not complete and other jobs exist (then nothing is compared
+    against it), else None."""
+    first = jobs.filter(pl.col("job") == 0)
+    if jobs.height < 2 or first.height == 0 or first["status"][0] == "complete":
+        return None
+    return first["status"][0]
+
+
+def _against_first(sweep_dir: Path, labels: Mapping[int, str]) -> dict[str, Any] | None:
     """Each job against the first (against_first.parquet, written with the leaderboard), or None."""
+    from grading.report import read_metadata
     from grading.scoring import get_scorer
 
     path = sweep_dir / AGAINST_FIRST
     if not path.is_file():
         return None
     table = pl.read_parquet(path)
-    scorer = get_scorer(board.filter(pl.col("job") == 0)["scorer"].drop_nulls()[0])
+    # the scorer the table was computed under, as its writer recorded it
+    scorer = get_scorer(read_metadata(path)["toolsweep_against_first"]["scorer"])
     header, rows = comparison_cells(table.drop("job"), scorer,
                                     ("first job", "this job", "vs first", "first only", "job only"))
     rows = [[str(job), labels.get(job, ""), *row] for job, row in zip(table["job"].to_list(), rows)]

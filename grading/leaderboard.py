@@ -142,24 +142,27 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
         where = sweep_dir.resolve()
         title = f"{where.parent.name}/{where.name}: metrics by training step (95% bootstrap CI)"
         paths.append(plot_by_step(stepped, metrics, sweep_dir / "leaderboard.png", title))
-    if (against := write_against_first(sweep_dir)) is not None:
+    if (against := write_against_first(sweep_dir, board)) is not None:
         paths.append(against)
     paths.append(write_sweep_report(sweep_dir))
     return paths
 
 
-def write_against_first(sweep_dir: Path) -> Path | None:
-    """against_first.parquet: every other scored job against the sweep's first job (the base model,
+def write_against_first(sweep_dir: Path, board: pl.DataFrame) -> Path | None:
+    """against_first.parquet: every other complete job against the sweep's first job (the base model,
     or the earliest checkpoint: how a guard benchmark is read), paired by sample, on
     the scorer's headline metrics under its primary reading, per setting: the paired bootstrap
     CI, McNemar's exact p and the verdict, as `toolsweep compare` gives them. None (and no file)
-    where the first job has no samples or no other job does."""
+    where the first job or every other one did not complete, as the board (`board`) says."""
     from grading.compare import COMPARISON_SCHEMA, compare_runs
     from grading.errors import GradingError
 
     target = Path(sweep_dir) / AGAINST_FIRST
     target.unlink(missing_ok=True)
-    jobs = [job for job in find_jobs(sweep_dir) if (job.path / "samples.parquet").is_file()]
+    # a failed job may have written samples.parquet, and a stopped one holds only some of the
+    # records: neither is compared as if complete
+    complete = set(board.filter(pl.col("status") == "complete")["job"].to_list())
+    jobs = [job for job in find_jobs(sweep_dir) if job.number in complete]
     if len(jobs) < 2 or jobs[0].number != 0:
         return None
     base = pl.read_parquet(jobs[0].path / "samples.parquet")

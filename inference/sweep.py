@@ -302,7 +302,14 @@ class LeaderboardCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
-        for path in write_leaderboard(sweep_dir):
+        try:
+            written = write_leaderboard(sweep_dir)
+        except Exception as exc:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
+            print(f"{_ERROR_PREFIX}the sweep's board and report in {sweep_dir} could not be written: "
+                  f"{type(exc).__name__}: {exc}; rerun them with `toolsweep grade {sweep_dir}`",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)
+        for path in written:
             print(f"[toolsweep] wrote {path}", flush=True)
         merge_if_sharded(sweep_dir)
         statuses = pl.read_parquet(sweep_dir / "leaderboard.parquet", columns=["job", "status"]).unique("job")

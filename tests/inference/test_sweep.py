@@ -125,6 +125,63 @@ def test_a_sweep_whose_jobs_all_fail_exits_non_zero_after_writing_its_board(tmp_
     assert [json.loads((sweep / str(k) / "job.json").read_text())["status"] for k in (0, 1)] == ["failed", "failed"]
 
 
+def _empty_predictions(path: Path) -> Path:
+    """Every sample answered with nothing: the run writes its samples, then fails on max_error_rate."""
+    gold = gold_outputs(load_petoolbench(SAMPLE, ["p"]))
+    return write_predictions(gold.with_columns(pl.lit("").alias("output")), path)
+
+
+def test_a_sweep_whose_first_job_failed_after_writing_samples_compares_nothing_with_it(tmp_path):
+    """Job 0 wrote samples.parquet and failed (every output empty): it is failed on the board, no job
+    is compared with it, and the report says which job failed."""
+    empty = _empty_predictions(tmp_path / "empty.jsonl")
+    full = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p"])), tmp_path / "full.jsonl")
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, ["engine=replay", f"engine.predictions={empty},{full}", "dataset.settings=[p]"], timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "raised" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    assert (sweep / "0" / "samples.parquet").is_file() and json.loads((sweep / "0" / "job.json").read_text())["status"] == "failed"
+    board = pl.read_parquet(sweep / "leaderboard.parquet").unique("job").sort("job")
+    assert board["status"].to_list() == ["failed", "complete"]
+    assert not (sweep / "against_first.parquet").exists(), "a failed job 0 is no baseline"
+    report = (sweep / "report.html").read_text(encoding="utf-8")
+    assert "1 failed (job 0)" in report and "job 0 did not complete" in report
+
+
+def test_a_sweep_whose_jobs_all_failed_after_writing_samples_exits_non_zero_with_its_report(tmp_path):
+    """Both jobs wrote samples and failed: the board and the report of the failures are written and
+    the sweep exits 1, as when no job wrote anything."""
+    predictions = [_empty_predictions(tmp_path / f"empty_{k}.jsonl") for k in (0, 1)]
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, ["engine=replay", f"engine.predictions={predictions[0]},{predictions[1]}",
+                             "dataset.settings=[p]"], timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"toolsweep: error: no job of this sweep completed (2 failed; their reasons are in {sweep}" in done.stderr
+    assert "raised" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    assert not (sweep / "against_first.parquet").exists()
+    assert "2 failed (jobs 0, 1)" in (sweep / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_sweep_end_that_cannot_write_its_board_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """Hydra turns an exception in a callback into a warning and exit 0: the sweep's end says what
+    went wrong and exits 1 instead."""
+    from types import SimpleNamespace
+
+    import grading.leaderboard
+    from inference.sweep import LeaderboardCallback
+
+    def broken(sweep_dir):
+        raise ValueError("a broken board")
+
+    monkeypatch.setattr(grading.leaderboard, "write_leaderboard", broken)
+    config = SimpleNamespace(hydra=SimpleNamespace(sweep=SimpleNamespace(dir=str(tmp_path))))
+    with pytest.raises(SystemExit) as ended:
+        LeaderboardCallback().on_multirun_end(config)
+    assert ended.value.code == 1
+    assert f"toolsweep: error: the sweep's board and report in {tmp_path} could not be written: ValueError: " \
+           "a broken board" in capsys.readouterr().err
+
+
 def test_slurm_launcher_config_runs_through_submitit_local(tmp_path):
     """The SLURM launcher's settings, run by submitit's local executor, on two replay jobs."""
     gold = gold_outputs(load_petoolbench(SAMPLE, ["p"]))
