@@ -116,15 +116,24 @@ def first_other_solver(benchmark: Any) -> int:
     raise ConfigError(f"benchmark {benchmark.name} has no solver besides the evaluated model's: nothing to judge")
 
 
+def check_out(run_dir: Path, out: Path) -> None:
+    """Refuse an `--out` that exists, the run dir itself included (however it is spelled)."""
+    if out.exists():
+        itself = f" (it is the run dir {run_dir} itself)" if out.resolve() == run_dir.resolve() else ""
+        raise ConfigError(f"--out {out} exists{itself}; name a new dir, or rewrite the run with --overwrite")
+
+
 def rejudge(run_dir: Path, overrides: list[str], out: Path | None = None) -> dict[str, Any]:
     """Judge `run_dir`'s stored agent output again into `out` (a new run dir: a copy of the run's
-    files, then the judge's solvers), or into `run_dir` itself where `out` is it."""
+    files, then the judge's solvers), or into `run_dir` itself where `out` is None (--overwrite)."""
     import yaml
 
     from inference.config import validate
     from inference.run import evaluate, prepare_models, read_step, run_config
     from inference.runinfo import LOCK_NAME, run_dir_lock
 
+    if out is not None:
+        check_out(run_dir, out)
     data, composed_by = rejudged_config(run_dir, overrides)
     cfg, benchmark = run_config(data)
     start = first_other_solver(benchmark)
@@ -132,9 +141,8 @@ def rejudge(run_dir: Path, overrides: list[str], out: Path | None = None) -> dic
     prepare_models(cfg, benchmark)
     validate(cfg, benchmark)
     target = out or run_dir
-    if target != run_dir:
-        if target.exists():
-            raise ConfigError(f"--out {target} exists; name a new dir, or rewrite the run with --overwrite")
+    if out is not None:
+        check_out(run_dir, out)  # again: it may have been made while the config was checked
         with run_dir_lock(run_dir):  # a run still being written is refused, not copied half-way
             shutil.copytree(run_dir, target, ignore=shutil.ignore_patterns(LOCK_NAME))
     with run_dir_lock(target):  # nothing of a run another process holds is rewritten
@@ -157,13 +165,13 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-judge") -> None:
     where.add_argument("--overwrite", action="store_true", help="rewrite RUN_DIR itself")
     args = parser.parse_intermixed_args(argv)  # options before, between or after the overrides
     console.setup(verbose=False, quiet=False)
-    out = args.run_dir if args.overwrite else (args.out or judged_dir(args.run_dir))
+    out = None if args.overwrite else (args.out or judged_dir(args.run_dir))
     try:
         rejudge(args.run_dir, list(args.overrides), out)
     except ToolsweepError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    print(f"judged into {out}", file=sys.stderr)
+    print(f"judged into {out or args.run_dir}", file=sys.stderr)
 
 
 if __name__ == "__main__":

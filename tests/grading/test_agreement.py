@@ -156,3 +156,20 @@ def test_a_rejudge_override_replaces_the_runs_own_of_the_same_key():
         "roles.judge.model.path=m"], "the old judge engine's own option goes with it"
     assert merged_overrides(saved, ["engine=replay"], {"engine", "dataset"})[-4:] == [
         "roles.judge.engine.script=a.jsonl", "+x=1", "roles.judge.model.path=j", "engine=replay"]
+
+
+@pytest.mark.parametrize("spelling", ["same", "symlink"])
+def test_judge_out_naming_the_run_itself_is_refused_without_overwrite(judged, tmp_path, spelling):
+    """--out the run dir (as given, or through a symlink to it) exists like any other dir:
+    refused with the same error, the run untouched; only --overwrite rewrites it."""
+    run = shutil.copytree(judged / "a", tmp_path / "a")
+    out = {"same": run, "symlink": tmp_path / "link"}[spelling]
+    if spelling == "symlink":
+        out.symlink_to(run, target_is_directory=True)
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir() if p.is_file()}
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "judge", str(run), "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"toolsweep judge: error: --out {out} exists (it is the run dir {run} itself); name a new dir, or " \
+           "rewrite the run with --overwrite" in done.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir() if p.is_file()} == before
