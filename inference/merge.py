@@ -63,6 +63,7 @@ def merge_shards(sweep_dir: Path) -> Path:
     """SWEEP_DIR/merged from the sweep's finished parts; an error names the unfinished ones."""
     jobs = finished_parts(sweep_dir)
     facts = [json.loads((job.path / "run.json").read_text(encoding="utf-8")) for job in jobs]
+    check_one_config(sweep_dir, jobs, facts)
     order, solvers = _unsharded_order(facts[0]["config"])
     target = Path(sweep_dir) / MERGED
     target.mkdir(exist_ok=True)
@@ -73,6 +74,40 @@ def merge_shards(sweep_dir: Path) -> Path:
                         order)
     _write_merged(samples, jobs, [{**f, SIDE_TABLES: [t.fact() for t in tables]} for f in facts], target)
     return target
+
+
+def check_one_config(sweep_dir: Path, jobs: list[Job], facts: list[dict[str, Any]]) -> None:
+    """Refuse parts whose configs, as their run.json records them, differ in more than dataset.shard:
+    `toolsweep judge SWEEP/N --overwrite` judges one part again and records its judge there (job.json
+    keeps the sweep's overrides), and one table must not hold two judges' scores under one's name."""
+    flat = [_flat(fact.get("config") or {}) for fact in facts]
+    keys = sorted({key for one in flat for key in one} - {"dataset.shard"})
+    differing = [key for key in keys if len({json.dumps(one.get(key), sort_keys=True) for one in flat}) > 1]
+    if not differing:
+        return
+    judged = all(key.startswith("roles.") for key in differing)
+    parts = "; ".join(f"shard {job.number} {'by ' if judged else 'with '}"
+                      + ", ".join(f"{key}={_shown(one.get(key))}" for key in differing)
+                      for job, one in zip(jobs, flat))
+    what = "were judged differently, so their scores" if judged else "ran different configurations, so they"
+    fix = (f"judge every shard alike (toolsweep judge {sweep_dir}/N --overwrite with the same overrides)" if judged
+           else "rerun the shards that differ with the sweep's overrides")
+    raise DatasetError(f"{sweep_dir}: its shards {what} are not one run's: {parts}; {fix} and merge again")
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as dotted keys (`roles.judge.engine.script`) and their values."""
+    found: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            found.update(_flat(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = value
+    return found
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def parts_side_tables(jobs: list[Job], facts: list[dict[str, Any]], solvers: tuple[str, ...]) -> list[SideTable]:

@@ -153,3 +153,33 @@ def test_readme_multiturn_example_with_its_judge_off_leaves_the_scores_empty(exa
     pooled = pl.read_parquet(root / RUN / "metrics.parquet").filter(setting="all").to_dicts()[0]
     assert pooled["score"] is None and pooled["turn_cap"] == 0.25
     assert json.loads((root / RUN / "steps" / "1.json").read_text(encoding="utf-8")) == {"skipped": True}
+
+
+SHARDS_JUDGED_APART = """\
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+toolsweep -m "hydra.searchpath=[file://$PWD/conf]" dataset=toybench dataset.path=data/toybench \\
+    engine=script engine.script=agent.jsonl \\
+    engine@roles.judge.engine=script roles.judge.engine.script=judge.jsonl \\
+    dataset.shards=2 "dataset.shard=range(2)" hydra.sweep.dir=runs/toybench-shards
+toolsweep judge runs/toybench-shards/1 "hydra.searchpath=[file://$PWD/conf]" \\
+    roles.judge.engine.script=judge_b.jsonl --overwrite
+"""
+
+
+def test_merge_refuses_shards_judged_by_different_judges(example):
+    """Shard 1 judged again by judge B (`toolsweep judge SWEEP/1 --overwrite`), shard 0 still by
+    judge A: job.json still names judge A for both, run.json names the judge that scored. Merge
+    refuses, naming the shards and their judges, and leaves the merged run of judge A alone."""
+    section, root, env = example
+    base = {**os.environ, **env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euc", SHARDS_JUDGED_APART], cwd=root, env=base, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    merged = (root / MERGED / "samples.parquet").read_bytes()
+    merge = subprocess.run(["toolsweep", "merge", "runs/toybench-shards"], cwd=root, capture_output=True, text=True,
+                           env={**base, "PYTHONPATH": f"{root}{os.pathsep}{env['PYTHONPATH']}"}, timeout=300)
+    assert merge.returncode == 2, merge.stdout[-2000:] + merge.stderr[-2000:]
+    assert ("toolsweep merge: error: runs/toybench-shards: its shards were judged differently, so their scores "
+            "are not one run's: shard 0 by roles.judge.engine.script=judge.jsonl; shard 1 by "
+            "roles.judge.engine.script=judge_b.jsonl") in merge.stderr, merge.stderr
+    assert (root / MERGED / "samples.parquet").read_bytes() == merged
