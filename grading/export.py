@@ -25,7 +25,7 @@ import polars as pl
 from grading.errors import GradingError
 from grading.files import read_facts
 from grading.leaderboard import board_frame, build_leaderboard, job_rows
-from grading.plots import variant_of
+from grading.plots import with_variant
 from grading.scoring import get_scorer
 from grading.sweep import Job, hydra_overrides
 from grading.trackers import Point, Series, export
@@ -69,8 +69,7 @@ def _series(board: pl.DataFrame, root: Path, title: str) -> list[Series]:
     complete = board.filter(pl.col("status") == "complete")
     if complete.height == 0:
         raise GradingError(f"{root}: no complete job to export (every job failed; see leaderboard.md)")
-    complete = complete.with_columns(pl.col("overrides").map_elements(variant_of, return_dtype=pl.String)
-                                     .alias("_variant"))
+    complete = with_variant(complete)
     variants = complete["_variant"].unique(maintain_order=True).to_list()
     failed = board.filter(pl.col("status") != "complete")["job"].unique().sort().to_list()
     found = []

@@ -29,8 +29,8 @@ from grading.race import race_table
 from grading.repeats import record_level
 from grading.report import metrics_cells
 from grading.scoring import Metric, Scorer, direction_note, primary_reading, scorer_of
-from grading.tables import (board_axis, board_scorers, comparison_cells, job_labels, leaderboard_cells,
-                            override_pairs, shown_metrics)
+from grading.tables import (board_axis, board_overrides, board_scorers, comparison_cells, job_label_parts,
+                            job_labels, leaderboard_cells, override_pairs, shown_metrics)
 from grading.views import UNDIAGNOSED, AblationAxis, outcome_view
 
 REPORT = "report.html"
@@ -85,7 +85,9 @@ def write_sweep_report(sweep_dir: Path) -> Path:
     sweep_dir = Path(sweep_dir)
     board = pl.read_parquet(sweep_dir / "leaderboard.parquet")
     jobs = board.unique("job", maintain_order=True).sort("job")
-    labels = dict(zip(jobs["job"].to_list(), job_labels(jobs["overrides"].fill_null("").to_list())))
+    overridden = board_overrides(jobs)
+    parts = dict(zip(jobs["job"].to_list(), job_label_parts(overridden)))
+    labels = dict(zip(jobs["job"].to_list(), job_labels(overridden)))
     header, rows = leaderboard_cells(board)
     failed = ["failed" if s == "failed" else "" for s in board["status"].to_list()]
     metrics = shown_metrics(board_scorers(board))
@@ -97,7 +99,7 @@ def write_sweep_report(sweep_dir: Path) -> Path:
         figures.append(_figure("by_step", step_figure(stepped, plotted, title, REPORT),
                                f"{', '.join(m.name for m in plotted)} against training step per setting"))
     axis = board_axis(board)
-    if metrics and axis is not None and (ablation := _ablation(board, labels, metrics[0], axis)) is not None:
+    if metrics and axis is not None and (ablation := _ablation(board, parts, metrics[0], axis)) is not None:
         figures.append(ablation)
     page = {"title": f"sweep {where.parent.name}/{where.name}", "where": str(where),
             "n_jobs": jobs.height, "failed_jobs": jobs.filter(pl.col("status") == "failed")["job"].to_list(),
@@ -304,11 +306,12 @@ def _slices(slices: pl.DataFrame | None, scorer: Scorer) -> list[dict[str, str]]
     return figures
 
 
-def _ablation(board: pl.DataFrame, labels: Mapping[int, str], metric: Metric,
+def _ablation(board: pl.DataFrame, parts: Mapping[int, Sequence[tuple[str, str]]], metric: Metric,
               axis: AblationAxis) -> dict[str, str] | None:
-    """Grouped bars of `metric` per setting per value of the axis's option; None unless jobs differ in it."""
+    """Grouped bars of `metric` per setting per value of the axis's option, one panel per job label
+    without it (`parts`: job_label_parts by job); None unless jobs differ in it."""
     complete = board.filter(pl.col("status") == "complete")
-    history = {job: override_pairs(o or "").get(axis.option, "(default)")
+    history = {job: override_pairs(o or []).get(axis.option, "(default)")
                for job, o in zip(complete["job"].to_list(), complete["overrides"].to_list())}
     if len(set(history.values())) < 2 or metric.name not in board.columns:
         return None
@@ -316,16 +319,12 @@ def _ablation(board: pl.DataFrame, labels: Mapping[int, str], metric: Metric,
     reading = ", ".join(rows["parser"].unique(maintain_order=True).to_list())
     rows = rows.with_columns(
         pl.col("job").replace_strict(history, return_dtype=pl.String).alias("ablation"),
-        pl.col("job").replace_strict({j: _without(labels[j], axis.option) for j in history},
-                                     return_dtype=pl.String).alias("variant"))
+        pl.col("job").replace_strict({j: " ".join(f"{k}={v}" for k, v in parts[j] if k != axis.option)
+                                      for j in history}, return_dtype=pl.String).alias("variant"))
     panels = {v: rows.filter(pl.col("variant") == v) for v in rows["variant"].unique(maintain_order=True)}
     histories = list(dict.fromkeys(history.values()))
     fig = ablation_figure(panels, metric, ordered_settings(rows), histories, reading, axis.name)
     return _figure(axis.name, fig, f"{axis.name} ablation: {metric.name} per setting for each {axis.option} value")
-
-
-def _without(label: str, key: str) -> str:
-    return " ".join(p for p in label.split() if not p.startswith(f"{key}="))
 
 
 def _table(name: str, header: Sequence[str], rows: Sequence[Sequence[str]],

@@ -35,7 +35,8 @@ BASE_SCHEMA: dict[str, pl.DataType] = {
 }
 TAIL_SCHEMA: dict[str, pl.DataType] = {
     "prompts_per_s": pl.Float64, "output_tokens_per_s": pl.Float64,
-    "status": pl.String, "reason": pl.String, "overrides": pl.String,
+    "status": pl.String, "reason": pl.String,
+    "overrides": pl.List(pl.String),  # the job's Hydra overrides, one item each (a value may hold spaces)
 }
 # Reading a job's files can fail in these ways; the job then shows as failed, with the error.
 _READ_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
@@ -113,7 +114,7 @@ def _job_fields(job: Job, model: dict[str, Any]) -> dict[str, Any]:
     model_path = job.model_path or model.get("path")
     name = model.get("name") or (Path(model_path).name if model_path else None)
     return {"job": job.number, "model": name, "model_path": model_path,
-            "step": job_step(model_path, job.overrides), "overrides": " ".join(job.overrides)}
+            "step": job_step(model_path, job.overrides), "overrides": list(job.overrides)}
 
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import polars as pl
 
@@ -79,8 +79,7 @@ def step_figure(board: pl.DataFrame, metrics: list[Any], title: str, what: str =
         raise GradingError(f"nothing to plot in {what}: no complete job has a step and a value of {first} under "
                            "its scorer's primary reading; name model folders like checkpoint-500 to plot against step")
     reading = ", ".join(rows["parser"].unique(maintain_order=True).to_list())
-    rows = rows.with_columns(pl.col("overrides").map_elements(variant_of, return_dtype=pl.String)
-                             .alias("_variant")).sort("step")
+    rows = with_variant(rows).sort("step")
     settings = ordered_settings(rows)
     # Up to three panels side by side; more (p, r, c and all) wrap into two columns.
     ncols = len(settings) if len(settings) <= 3 else 2
@@ -171,10 +170,15 @@ def _dodge(rows: pl.DataFrame) -> float:
     return 0.015 * span if span else 0.05
 
 
-def variant_of(overrides: str | None) -> str:
-    kept = [o for o in (overrides or "").split(" ")
-            if o and override_key(o) not in _CHECKPOINT_KEYS]
-    return " ".join(kept)
+def variant_of(overrides: Sequence[str] | None) -> str:
+    """A job's overrides but those naming its checkpoint: the jobs of one training curve share it."""
+    return " ".join(o for o in overrides or () if override_key(o) not in _CHECKPOINT_KEYS)
+
+
+def with_variant(rows: pl.DataFrame) -> pl.DataFrame:
+    """Board rows with `_variant`, each row's variant_of its overrides."""
+    return rows.with_columns(pl.Series("_variant", [variant_of(o) for o in rows["overrides"].to_list()],
+                                       dtype=pl.String))
 
 
 def _shorten(text: str, limit: int = 48) -> str:

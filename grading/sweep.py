@@ -18,6 +18,8 @@ import yaml
 from grading.errors import GradingError
 
 NO_JOB_JSON = "no job.json: the job did not start or was killed"
+# What a backslash escapes in an unquoted override value (Hydra's OverrideLexer.g4, ESC).
+_ESCAPABLE = frozenset("\\()[]{}:=, \t")
 # The one step pattern: inference.sweep (toolsweep checkpoints) reads steps through parse_step
 # too, so the leaderboard orders checkpoints as toolsweep checkpoints lists them.
 _STEP = re.compile(r"(?:checkpoint|global_step|step)[-_]?(\d+)$", re.IGNORECASE)
@@ -64,7 +66,8 @@ def read_job(number: int, path: Path) -> Job:
     """A job as its job.json reports it, checked against the files actually present."""
     info, problem = _read_json(path / "job.json")
     overrides = tuple(info.get("overrides") or hydra_overrides(path))
-    model_path = info.get("model_path") or override_value(overrides, "model.path")
+    # read from the overrides first: job.json's model_path kept Hydra's escapes (`my\\ runs`) before
+    model_path = override_value(overrides, "model.path") or info.get("model_path")
     status, reason = _outcome(info, problem, path)
     return Job(number, path, status, reason, overrides, model_path)
 
@@ -114,13 +117,49 @@ def override_key(override: str) -> str:
 
 
 def override_value(overrides: Sequence[str], key: str) -> str | None:
-    """The value of `key=value` among Hydra overrides (also `+key=`, `++key=`, `~key=`)."""
+    """The value of `key=value` among Hydra overrides (also `+key=`, `++key=`, `~key=`), read as
+    Hydra reads it (override_text)."""
     for item in overrides:
         _, sep, value = item.partition("=")
         if sep and override_key(item) == key:
-            # Hydra allows a quoted value: model.path='/ckpt/checkpoint-500'.
-            return value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+            return override_text(value)
     return None
+
+
+def override_text(value: str) -> str:
+    """An override's value as Hydra's override grammar reads a string: `my\\ runs/ckpt` (the
+    escape Hydra's sweeper writes) and `'my runs/ckpt'` are both `my runs/ckpt`. Grading reads
+    job.json without Hydra; tests hold this to Hydra's own parser."""
+    stripped = value.strip(" \t")
+    if len(stripped) > 1 and stripped[0] == stripped[-1] and stripped[0] in "'\"":
+        return _unquoted(stripped[1:-1], stripped[0])
+    return _unescaped(value)
+
+
+def _unquoted(inner: str, quote: str) -> str:
+    # In a quoted value only backslashes before a quote are escapes: `\'` is a quote, `\\'` a
+    # backslash before the closing one; any other backslash is itself (`'C:\x'`).
+    inner = re.sub(r"(\\+)(?=" + quote + ")", lambda m: "\\" * (len(m[1]) // 2), inner)
+    return re.sub(r"(\\+)$", lambda m: "\\" * (len(m[1]) // 2), inner)
+
+
+def _unescaped(value: str) -> str:
+    """An unquoted value: `\\` before one of Hydra's escapable characters is dropped, a backslash
+    before any other kept; whitespace around it, unless escaped, is not part of it."""
+    chars: list[tuple[str, bool]] = []  # (character, escaped)
+    index = 0
+    while index < len(value):
+        if value[index] == "\\" and index + 1 < len(value) and value[index + 1] in _ESCAPABLE:
+            chars.append((value[index + 1], True))
+            index += 2
+        else:
+            chars.append((value[index], False))
+            index += 1
+    while chars and not chars[0][1] and chars[0][0] in " \t":
+        chars.pop(0)
+    while chars and not chars[-1][1] and chars[-1][0] in " \t":
+        chars.pop()
+    return "".join(c for c, _ in chars)
 
 
 def parse_step(name: str | None) -> int | None:

@@ -14,6 +14,7 @@ import polars as pl
 from grading.repeats import PASS_AT, PASS_HAT, pass_metrics
 from grading.report import pass_heading, percent, percent_ci, repeated_samples, value_ci, with_sd
 from grading.scoring import Metric, Scorer, format_value, get_scorer
+from grading.sweep import override_key, override_text
 from grading.views import AblationAxis, ablation_axis
 
 Cells = tuple[list[str], list[list[str]]]
@@ -42,7 +43,7 @@ def leaderboard_cells(board: pl.DataFrame) -> Cells:
     only where a job ablated it."""
     metrics = shown_metrics(board_scorers(board))
     jobs = board.unique("job", maintain_order=True).sort("job")
-    names = dict(zip(jobs["job"].to_list(), job_labels(jobs["overrides"].fill_null("").to_list())))
+    names = dict(zip(jobs["job"].to_list(), job_labels(board_overrides(jobs))))
     judged = board["judge_model"].null_count() < board.height
     axis = board_axis(board)
     ablated = axis is not None and board["ablation"].drop_nulls().unique().to_list() not in ([], [axis.baseline])
@@ -70,28 +71,33 @@ def _pass_columns(board: pl.DataFrame, scorers: list[Scorer]) -> list[str]:
     return [c for c in dict.fromkeys(names) if c in board.columns and board[c].null_count() < board.height]
 
 
-def job_labels(overrides: Sequence[str]) -> list[str]:
-    """A name per job: the `key=value` overrides that are not the same in every job (a path
-    shortened to its last part when that still tells the jobs apart, a key a job lacks shown
-    as `key=(default)`); a job that differs in nothing is named by all its overrides."""
+def board_overrides(jobs: pl.DataFrame) -> list[list[str]]:
+    """Each row's overrides (the board's `overrides` list; none where a row has none)."""
+    return [list(o or []) for o in jobs["overrides"].to_list()]
+
+
+def job_labels(overrides: Sequence[Sequence[str]]) -> list[str]:
+    """A name per job (from its list of overrides): the `key=value` overrides that are not the same
+    in every job (a path shortened to its last part when that still tells the jobs apart, a key a
+    job lacks shown as `key=(default)`); a job that differs in nothing is named by all its overrides."""
+    return [" ".join(f"{k}={v}" for k, v in parts) or "(defaults)" for parts in job_label_parts(overrides)]
+
+
+def job_label_parts(overrides: Sequence[Sequence[str]]) -> list[list[tuple[str, str]]]:
+    """job_labels' (key, value shown) pairs per job, for a caller that leaves a key out."""
     parsed = [override_pairs(o) for o in overrides]
     keys = list(dict.fromkeys(k for pairs in parsed for k in pairs))
     differing = [k for k in keys if len({pairs.get(k) for pairs in parsed}) > 1]
     short = {k: _shortened({pairs[k] for pairs in parsed if k in pairs}) for k in differing}
-    labels = []
-    for pairs in parsed:
-        kept = [f"{k}={short[k][pairs[k]] if k in pairs else '(default)'}" for k in differing]
-        labels.append(" ".join(kept) or " ".join(f"{k}={v}" for k, v in pairs.items()) or "(defaults)")
-    return labels
+    return [[(k, short[k][pairs[k]] if k in pairs else "(default)") for k in differing] or list(pairs.items())
+            for pairs in parsed]
 
 
-def override_pairs(overrides: str) -> dict[str, str]:
-    # Hydra overrides: key=value, +key=value (append), ++key=value (force), ~key (delete).
-    pairs = {}
-    for item in overrides.split():
-        key, sep, value = item.partition("=")
-        pairs[key.lstrip("+~")] = value.strip("'\"") if sep else "(removed)"
-    return pairs
+def override_pairs(overrides: Sequence[str]) -> dict[str, str]:
+    """Hydra overrides (key=value, +key=value, ++key=value, ~key) as key -> the value Hydra reads
+    (`my\\ runs/ckpt` is `my runs/ckpt`), `(removed)` for a deleted key."""
+    return {override_key(item): override_text(item.partition("=")[2]) if "=" in item and not item.startswith("~")
+            else "(removed)" for item in overrides}
 
 
 def _shortened(values: set[str]) -> dict[str, str]:

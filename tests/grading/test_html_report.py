@@ -192,23 +192,31 @@ def test_run_report_facts_come_from_run_json(run_dir):
         "the judge the scores depend on is named beside the evaluated model"
 
 
-# (id, overrides per job, expected labels, reason)
+# (id, overrides per job (a list each), expected labels, reason)
 LABEL_CASES = [
-    ("replay", ["engine.predictions=/runs/full.jsonl engine=replay", "engine.predictions=/runs/half.jsonl engine=replay"],
+    ("replay", [["engine.predictions=/runs/full.jsonl", "engine=replay"],
+                ["engine.predictions=/runs/half.jsonl", "engine=replay"]],
      ["engine.predictions=full.jsonl", "engine.predictions=half.jsonl"], "paths shortened to their file name"),
-    ("two_keys", ["model.path=/c/checkpoint-5 dataset.history=none", "model.path=/c/checkpoint-9 dataset.history=none",
-                  "model.path=/c/checkpoint-9 dataset.history=full"],
+    ("two_keys", [["model.path=/c/checkpoint-5", "dataset.history=none"],
+                  ["model.path=/c/checkpoint-9", "dataset.history=none"],
+                  ["model.path=/c/checkpoint-9", "dataset.history=full"]],
      ["model.path=checkpoint-5 dataset.history=none", "model.path=checkpoint-9 dataset.history=none",
       "model.path=checkpoint-9 dataset.history=full"], "every key that differs somewhere is kept"),
-    ("same_tail", ["model.path=/a/merged", "model.path=/b/merged"], ["model.path=/a/merged", "model.path=/b/merged"],
+    ("same_tail", [["model.path=/a/merged"], ["model.path=/b/merged"]], ["model.path=/a/merged", "model.path=/b/merged"],
      "equal file names keep the whole path"),
-    ("absent_key", ["dataset.history=none decoding.constraint=none", "decoding.constraint=none"],
+    ("absent_key", [["dataset.history=none", "decoding.constraint=none"], ["decoding.constraint=none"]],
      ["dataset.history=none", "dataset.history=(default)"], "a job without the key runs the default"),
-    ("hydra_prefixes", ["+model.lora='/l/step_3'", "+model.lora=/l/step_4"], ["model.lora=step_3", "model.lora=step_4"],
+    ("hydra_prefixes", [["+model.lora='/l/step_3'"], ["+model.lora=/l/step_4"]],
+     ["model.lora=step_3", "model.lora=step_4"],
      "Hydra's + prefix and quotes are not part of the name"),
-    ("one_job", ["model.path=/m/a decoding.constraint=none"], ["model.path=/m/a decoding.constraint=none"],
+    ("escaped_spaces", [["model.path=/my\\ runs/checkpoint-1", "engine=replay"],
+                        ["model.path=/my\\ runs/checkpoint-2", "engine=replay"]],
+     ["model.path=checkpoint-1", "model.path=checkpoint-2"], "a space Hydra's sweeper escaped is part of the path"),
+    ("spaces_kept", [["model.path='/a b/x'"], ["model.path=/c d/x"]], ["model.path=/a b/x", "model.path=/c d/x"],
+     "a value with spaces, quoted or not, is one value"),
+    ("one_job", [["model.path=/m/a", "decoding.constraint=none"]], ["model.path=/m/a decoding.constraint=none"],
      "a lone job is named by all its overrides"),
-    ("no_overrides", [""], ["(defaults)"], "a job of the default config"),
+    ("no_overrides", [[]], ["(defaults)"], "a job of the default config"),
 ]
 
 

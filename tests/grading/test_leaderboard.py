@@ -13,7 +13,7 @@ from grading.leaderboard import build_leaderboard, leaderboard_schema, write_lea
 from grading.scoring import get_scorer
 
 LEADERBOARD_SCHEMA = leaderboard_schema([get_scorer("petoolbench")])
-from grading.sweep import NO_JOB_JSON, job_step, parse_step
+from grading.sweep import NO_JOB_JSON, job_step, override_key, override_value, parse_step
 from tests.grading.conftest import complete_job, make_samples, write_job
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -53,6 +53,34 @@ def test_job_step(path, overrides, expected):
     assert job_step(path, overrides) == expected
 
 
+# (id, override as job.json holds it, the value, reason)
+OVERRIDE_TEXT_CASES = [
+    ("plain", "model.path=/ckpt/checkpoint-5", "/ckpt/checkpoint-5", "nothing to read"),
+    ("escaped_space", "model.path=my\\ runs/checkpoint-5", "my runs/checkpoint-5", "Hydra's sweeper escapes a space"),
+    ("bare_space", "model.path=my runs/checkpoint-5", "my runs/checkpoint-5", "a space inside an unquoted value"),
+    ("single_quoted", "model.path='my runs/ckpt'", "my runs/ckpt", "a quoted value"),
+    ("double_quoted", 'model.path="my runs/ckpt"', "my runs/ckpt", "either quote"),
+    ("quote_inside", "a='it\\'s'", "it's", "an escaped quote inside quotes"),
+    ("backslash_before_close", "a='x\\\\'", "x\\", "a backslash escaped before the closing quote"),
+    ("backslash_in_quotes", "a='c:\\x'", "c:\\x", "any other backslash in quotes is itself"),
+    ("escaped_comma", "a=x\\,y", "x,y", "an escaped sweep separator"),
+    ("escaped_backslash", "a=\\\\srv", "\\srv", "two backslashes are one"),
+    ("lone_backslash", "a=C:\\x\\y", "C:\\x\\y", "a backslash before a plain character is itself"),
+    ("padded", "a=  x  ", "x", "whitespace around a value is not part of it"),
+    ("escaped_trailing_space", "a=x\\ ", "x ", "unless escaped"),
+    ("interpolation", "a=${oc.env:HOME}/x", "${oc.env:HOME}/x", "an interpolation is kept as written"),
+]
+
+
+@pytest.mark.parametrize("override,expected", [c[1:3] for c in OVERRIDE_TEXT_CASES],
+                         ids=[c[0] for c in OVERRIDE_TEXT_CASES])
+def test_an_override_value_reads_as_hydra_reads_it(override, expected):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    assert OverridesParser.create().parse_override(override).value() == expected, "the case itself is Hydra's"
+    assert override_value([override], override_key(override)) == expected
+
+
 def test_leaderboard_rows(sweep_dir):
     board = build_leaderboard(sweep_dir)
     assert board.schema == pl.Schema(LEADERBOARD_SCHEMA)
@@ -62,7 +90,8 @@ def test_leaderboard_rows(sweep_dir):
     assert (early["model"], early["model_path"], early["step"]) == ("checkpoint-500", "/ckpt/run/checkpoint-500", 500)
     assert (early["n"], early["tool_acc"], early["call_acc"]) == (8, 3 / 8, 1 / 8)
     assert (early["prompts_per_s"], early["output_tokens_per_s"]) == (2.5, 50.0)
-    assert (early["status"], early["reason"], early["overrides"]) == ("complete", None, "model.path=/ckpt/run/checkpoint-500")
+    assert (early["status"], early["reason"], early["overrides"]) == ("complete", None,
+                                                                      ["model.path=/ckpt/run/checkpoint-500"])
     late = board.filter(job=1, setting="p", parser="json").row(0, named=True)
     assert (late["step"], late["n"], late["tool_acc"], late["call_acc"]) == (1000, 4, 1.0, 0.75)
 

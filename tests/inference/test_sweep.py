@@ -140,7 +140,8 @@ def test_a_sweep_whose_first_job_failed_after_writing_samples_compares_nothing_w
     done = run_sweep(sweep, ["engine=replay", f"engine.predictions={empty},{full}", "dataset.settings=[p]"], timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "raised" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
-    assert (sweep / "0" / "samples.parquet").is_file() and json.loads((sweep / "0" / "job.json").read_text())["status"] == "failed"
+    assert (sweep / "0" / "samples.parquet").is_file()
+    assert json.loads((sweep / "0" / "job.json").read_text())["status"] == "failed"
     board = pl.read_parquet(sweep / "leaderboard.parquet").unique("job").sort("job")
     assert board["status"].to_list() == ["failed", "complete"]
     assert not (sweep / "against_first.parquet").exists(), "a failed job 0 is no baseline"
@@ -160,6 +161,33 @@ def test_a_sweep_whose_jobs_all_failed_after_writing_samples_exits_non_zero_with
     assert "raised" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
     assert not (sweep / "against_first.parquet").exists()
     assert "2 failed (jobs 0, 1)" in (sweep / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_sweep_over_checkpoint_paths_with_spaces_names_groups_and_records_them_whole(tmp_path):
+    """model.path=my\\ runs/checkpoint-100,my\\ runs/checkpoint-200 (Hydra's escape, as a shell passes
+    it in quotes): the board names each job by its checkpoint, export makes one series with a point
+    per step, and job.json, run.json and the board hold the real path."""
+    from grading.export import export_series
+
+    full = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p"])), tmp_path / "full.jsonl")
+    folders = [tmp_path / "my runs" / f"checkpoint-{step}" for step in (100, 200)]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    swept = ",".join(str(f).replace(" ", "\\ ") for f in folders)
+    sweep = tmp_path / "sweep"
+    done = run_sweep(sweep, ["engine=replay", f"engine.predictions={full}", f"model.path={swept}",
+                             "dataset.settings=[p]"], timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    table = (sweep / "leaderboard.md").read_text()
+    assert "| 0 | model.path=checkpoint-100 | checkpoint-100 | 100 |" in table, table
+    assert "| 1 | model.path=checkpoint-200 | checkpoint-200 | 200 |" in table, table
+    board = pl.read_parquet(sweep / "leaderboard.parquet").unique("job").sort("job")
+    assert board["model_path"].to_list() == [str(f) for f in folders]
+    for job, folder in enumerate(folders):
+        assert json.loads((sweep / str(job) / "job.json").read_text())["model_path"] == str(folder)
+        assert json.loads((sweep / str(job) / "run.json").read_text())["model"]["path"] == str(folder)
+    series = export_series(sweep)
+    assert len(series) == 1 and [p.step for p in series[0].points] == [100, 200], [s.name for s in series]
 
 
 def test_a_sweep_end_that_cannot_write_its_board_exits_non_zero(tmp_path, monkeypatch, capsys):
