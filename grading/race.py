@@ -34,16 +34,35 @@ from grading.stats import resampled_statistics
 DEFAULT_ALPHA = 0.05
 
 
-def round_sizes(total: int, first: int = 100, growth: float = 2.0) -> list[int]:
+MAX_ROUNDS = 20
+"""The most rounds a race may plan: alpha is split over the planned rounds (alpha / R each), so a
+long plan tests every round at a level so small that it stops nothing."""
+
+
+def round_sizes(total: int, first: int = 100, growth: float = 2.0, max_rounds: int = MAX_ROUNDS) -> list[int]:
     """Sample counts per round: first, first*growth, ... and the whole set last (each at least the
-    one before; a set no larger than `first` is one round)."""
+    one before; a set no larger than `first` is one round). A plan that does not grow (growth <= 1),
+    starts below one record, or takes more than `max_rounds` rounds is refused (GradingError)."""
+    problems = []
+    if not growth > 1:
+        problems.append(f"hydra.sweeper.growth must be > 1 (each round larger than the one before), got {growth}: "
+                        "e.g. hydra.sweeper.growth=2")
+    if first < 1:
+        problems.append(f"hydra.sweeper.first must be at least 1 record, got {first}: e.g. hydra.sweeper.first=100")
+    if problems:
+        raise GradingError("; ".join(problems))
     if total <= 0:
         return []
-    sizes, size = [], max(1, int(first))
+    sizes, size = [], int(first)
     while size < total:
         sizes.append(size)
         size = max(size + 1, int(math.ceil(size * growth)))
-    return [*sizes, total]
+    sizes.append(total)
+    if len(sizes) > max_rounds:
+        raise GradingError(f"hydra.sweeper.first={first} and hydra.sweeper.growth={growth} plan {len(sizes)} rounds "
+                           f"for {total} records, more than {max_rounds} (each round is tested at alpha / rounds): "
+                           "raise hydra.sweeper.first or hydra.sweeper.growth")
+    return sizes
 
 
 def sign_test_p(better: int, worse: int) -> float:

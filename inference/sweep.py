@@ -191,6 +191,12 @@ def kept_outcome(run_dir: Path, task_overrides: Sequence[str]) -> dict[str, Any]
 _PROGRESS: dict[str, Any] = {"total": None, "walls": [], "seen": 0}
 
 
+def expect_jobs(total: int) -> None:
+    """How many job runs the sweep makes in all, for the progress line, where its sweeper learns it
+    only as it goes (a race: every survivor runs once a round, and a stopped job no more)."""
+    _PROGRESS["total"] = total
+
+
 def task_jobs(config: Any) -> list[list[str]] | None:
     """Each job's overrides of a multirun (None for a sweep syntax this cannot expand); read
     unresolved: an override's own interpolation (engine.predictions=${model.path}/x) is the job's."""
@@ -217,7 +223,7 @@ def _report(job_num: int, outcome: dict[str, Any], kept: bool, run_dir: Path) ->
     headline = _headline(run_dir) if outcome["status"] == "complete" else None
     if headline:
         parts.append(headline)
-    left = total - _PROGRESS["seen"] if total else None
+    left = max(total - _PROGRESS["seen"], 0) if total else None
     if left and walls:
         parts.append(f"| about {_duration(left * sum(walls) / len(walls))} left for {left} job(s)")
     print(" ".join(parts), flush=True)

@@ -7,7 +7,8 @@ every sample. Rounds run through whichever launcher is configured (local, local_
 Each job keeps its own dir across rounds (`hydra.sweep.subdir` = its number), so round r's run
 resumes from what round r-1 stored (nothing is generated twice), and `race.json` in the sweep dir
 records every round as it ends: a killed race rerun into its dir replays the recorded rounds
-without launching them and continues with the first unfinished one.
+without launching them and continues with the first unfinished one. A job that failed (not one the
+race stopped) is run again on such a rerun, for each recorded round it has no decision in.
 """
 
 # No `from __future__ import annotations`: Hydra imports plugin modules without registering them
@@ -25,6 +26,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from inference.errors import ConfigError
+
 RACE_FILE = "race.json"
 
 
@@ -36,10 +39,12 @@ class RaceSweeperConf:
     delta: float = 0.0
     """Stop only jobs worse than the leader by more than this (in the metric's units: 0.01 = 1 point)."""
     first: int = 100
-    """Records in the first round; each next round `growth` times more, the last one all of them."""
+    """Records in the first round (at least 1); each next round `growth` times more, the last one all of them."""
     growth: float = 2.0
+    """How much each round grows (> 1); a plan of more than 20 rounds is refused."""
     keep: List[str] = field(default_factory=list)
-    """Jobs never stopped: job numbers, or text found in a job's overrides (a checkpoint's name)."""
+    """Jobs never stopped: job numbers, or a whole value the jobs differ in (`checkpoint-100` names
+    model.path=/runs/checkpoint-100, not checkpoint-1000); an entry naming no job is refused."""
     metric: Optional[str] = None
     """The metric raced on (per-sample, with a direction); None: the scorer's headline metric."""
     seed: int = 0
@@ -58,6 +63,8 @@ class RaceSweeper(Sweeper):
         self.config: Optional[DictConfig] = None
         self.launcher: Any = None
         self.hydra_context: Optional[HydraContext] = None
+        self.launched = 0
+        """Jobs launched by this run of the sweep: the next one's Hydra job number."""
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context = config, hydra_context
@@ -65,40 +72,80 @@ class RaceSweeper(Sweeper):
                                                                 task_function=task_function, config=config)
 
     def sweep(self, arguments: List[str]) -> Any:
-        from grading.race import round_sizes
+        from inference.sweep import expect_jobs, sweep_jobs
 
         assert self.config is not None
+        jobs = sweep_jobs(arguments)
+        sizes, kept = self._plan(jobs)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        from inference.sweep import sweep_jobs
-
-        jobs = sweep_jobs(arguments)
-        sizes = round_sizes(self._records(jobs[0]), self.settings["first"], self.settings["growth"])
         record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [" ".join(j) for j in jobs],
                                         "sizes": sizes, "rounds": []})
         units = race_units(jobs)
-        kept = kept_jobs(jobs, self.settings["keep"])
         keep = {str(unit[0]) for unit in units if kept & set(unit)}
         alive = units
-        returns, launched = [], 0
+        returns: List[Any] = []
         for number, size in enumerate(sizes, start=1):
-            if number <= len(record["rounds"]):  # recorded before a kill: its decisions stand
-                alive = [u for u in alive if str(u[0]) not in _out(record["rounds"][number - 1])]
-                continue
-            if not alive:
-                break
-            batch = [[*jobs[k], f"++dataset.subsample={size}", f"++dataset.subsample_seed={self.settings['seed']}",
-                      f"hydra.sweep.subdir={k}"] for unit in alive for k in unit]
-            self.validate_batch_is_legal(batch)
-            returns.append(self.launcher.launch(batch, initial_job_idx=launched))
-            launched += len(batch)
-            outcome = self._decide(sweep_dir, number, size, len(sizes), alive, keep)
-            record["rounds"].append(outcome)
-            _write(sweep_dir, record)
-            _say(outcome, len(sizes))
-            alive = [u for u in alive if str(u[0]) not in _out(outcome)]
+            rounds = record["rounds"]
+            # a recorded round (before a kill, or of an ended race) stands; it runs again only for the
+            # survivors it has no decision for: those that failed in it, or in an earlier round
+            runs = _undecided(alive, rounds[number - 1]) if number <= len(rounds) else alive
+            if runs:
+                expect_jobs(self.launched + _runs_left(alive, rounds, len(sizes), number))
+                returns.append(self._launch(jobs, runs, size))
+                self._round(sweep_dir, record, number, runs, units, keep)
+            if number <= len(rounds):
+                alive = [u for u in alive if str(u[0]) not in _out(rounds[number - 1])]
         return returns
+
+    def _plan(self, jobs: List[List[str]]) -> tuple[List[int], set[int]]:
+        """The rounds' sizes and the kept jobs; every problem with the settings said at once, before
+        any job runs (exit 2, as the sweep's own configuration errors)."""
+        from grading.errors import GradingError
+        from grading.race import round_sizes
+
+        problems, sizes, kept = setting_problems(self.settings), [], set()
+        try:
+            kept = kept_jobs(jobs, self.settings["keep"])
+        except ConfigError as exc:
+            problems.append(str(exc))
+        try:
+            sizes = round_sizes(self._records(jobs[0]), self.settings["first"], self.settings["growth"])
+        except GradingError as exc:
+            problems.append(str(exc))
+        if problems:
+            print("toolsweep: error: hydra/sweeper=race cannot run this race, so no job was started:\n  "
+                  + "\n  ".join(problems), file=sys.stderr, flush=True)
+            sys.exit(2)
+        return sizes, kept
+
+    def _launch(self, jobs: List[List[str]], units: List[List[int]], size: int) -> Any:
+        batch = [[*jobs[k], f"++dataset.subsample={size}", f"++dataset.subsample_seed={self.settings['seed']}",
+                  f"hydra.sweep.subdir={k}"] for unit in units for k in unit]
+        self.validate_batch_is_legal(batch)
+        launched = self.launcher.launch(batch, initial_job_idx=self.launched)
+        self.launched += len(batch)
+        return launched
+
+    def _round(self, sweep_dir: Path, record: Dict[str, Any], number: int, runs: List[List[int]],
+               units: List[List[int]], keep: Set[str]) -> None:
+        """Decide round `number` for the candidates just run (`runs`) and record it: a new round, or,
+        in a recorded one, their decisions against its recorded leader (kept: its own decisions, and
+        the round's others, stand)."""
+        size, rounds = record["sizes"][number - 1], len(record["sizes"])
+        if number > len(record["rounds"]):
+            outcome = self._decide(sweep_dir, number, size, rounds, runs, keep)
+            record["rounds"].append(outcome)
+            again: List[str] = []
+        else:
+            recorded = record["rounds"][number - 1]
+            leader = [u for u in units if str(u[0]) == recorded.get("leader")]
+            outcome = self._decide(sweep_dir, number, size, rounds, leader + runs, keep | {str(u[0]) for u in leader})
+            again = [str(u[0]) for u in runs]
+            record["rounds"][number - 1] = _rejoined(recorded, outcome, set(again))
+        _write(sweep_dir, record)
+        _say(outcome, rounds, again)
 
     def _records(self, job: List[str]) -> int:
         """How many records the benchmark's samples are for the first job's config, all its
@@ -148,19 +195,49 @@ def race_units(jobs: List[List[str]]) -> List[List[int]]:
     return list(units.values())
 
 
+def setting_problems(settings: Dict[str, Any]) -> List[str]:
+    """What is wrong with the race's settings that no round plan shows (growth and first: round_sizes)."""
+    alpha = settings["alpha"]
+    if 0 < alpha < 1:
+        return []
+    return [f"hydra.sweeper.alpha must lie strictly between 0 and 1, got {alpha}: e.g. hydra.sweeper.alpha=0.05"]
+
+
 def kept_jobs(jobs: List[List[str]], keep: Sequence[str]) -> set[int]:
-    """The jobs `keep` names: a number names a job by its number (not a digit in its overrides:
-    `dataset.shard=1`), other text any job with that text in the value of one of its swept
-    overrides (those that differ between jobs: `checkpoint-100` names a model.path, not every job
-    whose shared overrides happen to hold it)."""
+    """The jobs `keep` names. An entry of digits names a job by its number (never a digit in its
+    overrides: `dataset.shard=1`); other text names a job by one of its swept overrides (those that
+    differ between jobs), whole: the override (`model.path=/runs/checkpoint-100`), its value, or the
+    value's last path components (`checkpoint-100`, `x/checkpoint-100`); never part of a name
+    (`checkpoint-100` does not name checkpoint-1000). An entry that names no job is refused."""
     shared = set.intersection(*(set(job) for job in jobs)) if jobs else set()
-    found = set()
-    for name in keep:
-        for k, job in enumerate(jobs):
-            swept = [o for o in job if o not in shared]
-            if name == str(k) if name.isdigit() else any(name in o.partition("=")[2] for o in swept):
-                found.add(k)
+    swept = [[o for o in job if o not in shared] for job in jobs]
+    found, unnamed = set(), []
+    for entry in keep:
+        named = {k for k, overrides in enumerate(swept) if _names(entry, k, overrides)}
+        found |= named
+        unnamed += [] if named else [entry]
+    if unnamed:
+        values = list(dict.fromkeys(o for overrides in swept for o in overrides))
+        listed = ", ".join(values[:20]) + (f" ... ({len(values)} in all)" if len(values) > 20 else "")
+        raise ConfigError(f"hydra.sweeper.keep {unnamed} name(s) no job: an entry is a job number (0-{len(jobs) - 1}) "
+                          f"or a whole value the jobs differ in, or its last path components; their values: "
+                          f"{listed or 'none (the jobs differ in nothing)'}")
     return found
+
+
+def _names(entry: str, number: int, overrides: List[str]) -> bool:
+    from grading.sweep import override_text
+
+    if entry.isdigit():
+        return entry == str(number)
+    entry = entry.rstrip("/")
+    for override in overrides:
+        # the value as Hydra reads it (quoted, escaped); a path's trailing / is no part of its name,
+        # a leading + (++key=value) none of its key
+        value = override_text(override.partition("=")[2]).rstrip("/")
+        if entry in (override.lstrip("+"), value) or value.endswith("/" + entry):
+            return True
+    return False
 
 
 def _job_status(job_dir: Path) -> Optional[str]:
@@ -175,6 +252,33 @@ def _job_status(job_dir: Path) -> Optional[str]:
 def _out(outcome: dict[str, Any]) -> set[str]:
     """The candidates (by their first job's number) a round ended: stopped or failed."""
     return {d["job"] for d in outcome.get("decisions", []) if d["stopped"]} | set(outcome.get("failed", {}))
+
+
+def _undecided(alive: List[List[int]], outcome: dict[str, Any]) -> List[List[int]]:
+    """The survivors a recorded round has no decision for: they failed in it, or before it, and
+    are run again (a failed job is retried, as a plain sweep retries it; a stopped one is out)."""
+    decided = {d["job"] for d in outcome.get("decisions", [])}
+    return [unit for unit in alive if str(unit[0]) not in decided]
+
+
+def _runs_left(alive: List[List[int]], rounds: List[dict[str, Any]], planned: int, number: int) -> int:
+    """Job runs still to come from round `number` on, if no survivor stops: each survivor's jobs run
+    once in every later round, except in the recorded rounds that decided it."""
+    return sum(len(unit) for q in range(number, planned + 1)
+               for unit in (alive if q > len(rounds) else _undecided(alive, rounds[q - 1])))
+
+
+def _rejoined(recorded: dict[str, Any], outcome: dict[str, Any], again: Set[str]) -> dict[str, Any]:
+    """A recorded round with the decisions of the candidates run again for it (`again`) taken now
+    (`outcome`): theirs replace their failures; its other decisions and its leader stand."""
+    failed = {**{k: v for k, v in recorded.get("failed", {}).items() if k not in again},
+              **{k: v for k, v in outcome["failed"].items() if k in again}}
+    taken = [{**d, "again": True} for d in outcome["decisions"] if d["job"] in again]
+    decisions = [*recorded.get("decisions", []), *taken]
+    merged = {**recorded, "failed": failed, "decisions": decisions}
+    if recorded.get("leader") is None:  # every candidate had failed in it: the round is theirs now
+        merged.update({key: outcome.get(key) for key in ("leader", "alpha", "metric", "n")})
+    return merged
 
 
 def _resumable(sweep_dir: Path, fresh: dict[str, Any]) -> dict[str, Any]:
@@ -192,9 +296,10 @@ def _write(sweep_dir: Path, record: Dict[str, Any]) -> None:
     atomic_write_text(sweep_dir / RACE_FILE, json.dumps(record, indent=2) + "\n")
 
 
-def _say(outcome: dict[str, Any], rounds: int) -> None:
+def _say(outcome: dict[str, Any], rounds: int, again: Sequence[str] = ()) -> None:
     stopped = [d for d in outcome.get("decisions", []) if d["stopped"]]
-    line = (f"[toolsweep] race round {outcome['round']}/{rounds}: {outcome['size']} records, leader job "
+    rerun = f" (run again for job {', '.join(again)})" if again else ""
+    line = (f"[toolsweep] race round {outcome['round']}/{rounds}{rerun}: {outcome['size']} records, leader job "
             f"{outcome['leader']}")
     if stopped:
         line += "; stopped " + ", ".join(f"job {d['job']} (behind by {d['diff']:.3f}, p={d['p']:.2g})" for d in stopped)

@@ -21,6 +21,7 @@ import pytest
 from grading.race import bootstrap_p, decide_round, holm, job_scores, paired_p, round_sizes, sign_test_p
 from hydra_plugins.toolsweep_race.race_sweeper import kept_jobs, race_units
 from inference.benchmarks.petoolbench import BENCHMARK, load_petoolbench
+from inference.errors import ConfigError
 from inference.gold import gold_outputs, write_predictions
 from inference.shards import subsample
 from tests.conftest import REPO
@@ -81,7 +82,9 @@ def test_jobs_that_differ_only_in_their_shard_race_as_one_candidate():
     assert race_units([["model.path=a"], ["model.path=b"]]) == [[0], [1]]
     assert kept_jobs(jobs, ["b"]) == {2, 3} and kept_jobs(jobs, ["1"]) == {1}, "a number is a job's, not a shard's"
     models = [["model.path=/runs/x/checkpoint-1", "engine=vllm"], ["model.path=/runs/x/checkpoint-2", "engine=vllm"]]
-    assert kept_jobs(models, ["vllm"]) == set() and kept_jobs(models, ["checkpoint-2"]) == {1}, "swept values only"
+    assert kept_jobs(models, ["checkpoint-2"]) == {1}
+    with pytest.raises(ConfigError, match="'vllm'"):
+        kept_jobs(models, ["vllm"])  # swept values only: every job's engine names no job
 
 
 def test_every_race_option_composes_through_hydra_into_the_sweeper():
