@@ -19,7 +19,7 @@ from grading.listing import list_first
 from inference.cache import GenerationStore, request_key
 from inference.config import DEFAULT_SHARD_SIZE, DecodingConfig, ModelConfig, output_options
 from inference.console import marker
-from inference.engines import Engine, EngineContext, Generation, Request, engine_class
+from inference.engines import POOL, Engine, EngineContext, Generation, Request
 from inference.errors import ConfigError
 from inference.schemas import SCHEMA_VERSION
 
@@ -126,7 +126,7 @@ def make_engine(role: Role, max_model_len: int | None, sample_ids: list[str], pa
     """The role's engine, loaded (this is where the model load happens)."""
     context = EngineContext(model=role.model, decoding=role.decoding, max_model_len=max_model_len,
                             sample_ids=sample_ids, partial=partial)
-    return engine_class(role.engine.target).from_config(role.engine, context)
+    return POOL.obtain(role.engine.target, role.engine, context)
 
 
 def key_context(role: Role) -> dict[str, Any]:
@@ -175,6 +175,8 @@ class Generator:
         self._store: Optional[GenerationStore] = None
         self._key_context: Optional[dict[str, Any]] = None
         self._max_len: Optional[int] = None
+        self.engine_start: Optional[dict[str, Any]] = None
+        """How this role's engine came to be (cold: loaded; reused: a warm worker's), with its seconds."""
 
     @property
     def loads_model(self) -> bool:
@@ -246,7 +248,7 @@ class Generator:
         model = self.role.model
         return {"model": {"path": model.path, "name": model.name or Path(model.path).name},
                 "engine": self.role.engine.name, "constraint": self.role.decoding.constraint,
-                "generation": dict(self.stats), "dtype": self.dtype, **self.tokens}
+                "generation": dict(self.stats), "dtype": self.dtype, "engine_start": self.engine_start, **self.tokens}
 
     def _context(self) -> dict[str, Any]:
         if self._key_context is None:
@@ -278,6 +280,8 @@ class Generator:
             marker("loading model" if self.role.name == MODEL_ROLE else f"loading the {self.role.name} model")
             with self.timer.phase("model_load"):
                 self._engine = make_engine(self.role, self.max_model_len, sample_ids, self.partial)
+            # a sweep's warm worker hands a job the engine an earlier job of the same engine loaded
+            self.engine_start = {"how": POOL.last_start, "s": self.timer.phases["model_load"]}
         return self._engine
 
     def _sharded(self, requests: list[Request], keys: list[str]) -> list[Generation]:

@@ -1,9 +1,10 @@
-"""Sweeps: one child process per Hydra multirun job, checkpoint discovery, the leaderboard hook.
+"""Sweeps: each Hydra multirun job in a process of its own, checkpoint discovery, the leaderboard hook.
 
 vLLM does not give GPU memory back between models in one process, and a job that crashes
 or runs out of memory must not end the sweep. So under `-m` each job re-runs `toolsweep`
-for its own overrides in a child process; the parent only records how the child ended
-(`job.json`) and, when the sweep ends, writes the leaderboard.
+for its own overrides in another process: a warm worker that keeps its engine for the next job
+with the same one (inference/workers.py, under the local launcher), else a new child process; the
+parent only records how the job ended (`job.json`) and, when the sweep ends, writes the leaderboard.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def gpu_slots(tensor_parallel_size: Any) -> int:
 
 def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
                   gpus_per_job: int, search_path: Sequence[str] = ()) -> dict[str, Any]:
-    """Run one sweep job as `toolsweep <overrides>` in a child process; record how it ended.
+    """Run one sweep job as `toolsweep <overrides>` on the sweep's warm worker where the launcher
+    started one, else in a new child process; record how it ended.
 
     Rerunning a sweep into the same sweep dir keeps the jobs that completed with the same
     overrides (no process, no engine call), resumes a killed job from its shards (the child
@@ -145,21 +147,28 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     if kept is not None:
         _report(job_num, kept, True, run_dir)
         return kept
-    env = {**os.environ, CHILD_FLAG: "1"}
+    from inference import workers
+
     # the sweep's hydra.searchpath (config groups of the user's own) composes the child's config too
-    command = [sys.executable, "-m", "inference.cli", *task_overrides, *search_path, f"hydra.run.dir={run_dir}"]
+    argv = [*task_overrides, *search_path, f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
-    with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:
-        if devices is not None:
-            env["CUDA_VISIBLE_DEVICES"] = devices
-        returncode, log = _stream(command, env, run_dir / "job.log")
+    worker = None
+    if workers.ACTIVE is not None:  # the warm launcher's: the job runs on its worker
+        returncode, log, worker, devices = workers.ACTIVE.run(task_overrides, argv, run_dir / "job.log",
+                                                              run_dir.parent, job_num, gpus_per_job)
+    else:
+        env = {**os.environ, CHILD_FLAG: "1"}
+        with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:
+            if devices is not None:
+                env["CUDA_VISIBLE_DEVICES"] = devices
+            returncode, log = _stream([sys.executable, "-m", "inference.cli", *argv], env, run_dir / "job.log")
     if returncode == -signal.SIGTERM and os.environ.get("SLURM_JOB_ID"):
         await_requeue(job_num)
     outcome = {"status": "complete" if returncode == 0 else "failed",
                "reason": None if returncode == 0 else failure_reason(returncode, log),
                "returncode": returncode, "overrides": list(task_overrides),
                "model_path": override_value(task_overrides, "model.path"),
-               "cuda_visible_devices": devices, "wall_s": round(time.perf_counter() - start, 3)}
+               "cuda_visible_devices": devices, "worker": worker, "wall_s": round(time.perf_counter() - start, 3)}
     (run_dir / "job.json").write_text(json.dumps(outcome, indent=2) + "\n", encoding="utf-8")
     _report(job_num, outcome, False, run_dir)
     return outcome
@@ -304,7 +313,9 @@ class LeaderboardCallback(Callback):
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from grading.leaderboard import write_leaderboard
+        from inference.workers import close_active
 
+        close_active()
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return

@@ -109,3 +109,53 @@ class Engine(Protocol):
     def generate(self, requests: list[Request]) -> list[Generation]:
         """One Generation per request, in request order."""
         ...
+
+
+class EnginePool:
+    """Keeps the last engine built in this process for the next job that asks for the same one.
+
+    Off in a plain run (every engine is built and dropped with its run, as always). A sweep's warm
+    worker (inference/workers.py) turns it on: an engine class that declares `reuse_key(engine_cfg,
+    context)` (everything its constructor reads, e.g. vLLM's `LLM` arguments) and `rebind(context)`
+    (the per-job parts it keeps, e.g. decoding options) is kept after its job ends and handed to the
+    next job with an equal key instead of being loaded again. One engine at most: a different key
+    drops the kept one first (memory is given back before the next load)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.key: Optional[str] = None
+        self.engine: Any = None
+        self.last_start = "cold"
+        """How the last engine handed out came to be: cold (built) or reused (kept from a job before)."""
+
+    def obtain(self, target: str, engine_cfg: Any, context: EngineContext) -> Any:
+        """The engine `target` names for this config: the kept one where its key is equal, else a new one."""
+        cls = engine_class(target)
+        key = self._key(cls, target, engine_cfg, context)
+        if key is not None and key == self.key:
+            self.engine.rebind(context)
+            self.last_start = "reused"
+            return self.engine
+        self.clear()
+        engine = cls.from_config(engine_cfg, context)
+        self.last_start = "cold"
+        if key is not None:
+            self.key, self.engine = key, engine
+        return engine
+
+    def _key(self, cls: Any, target: str, engine_cfg: Any, context: EngineContext) -> Optional[str]:
+        if not self.enabled or not hasattr(cls, "reuse_key"):
+            return None
+        return f"{target}\n{cls.reuse_key(engine_cfg, context)}"
+
+    def clear(self) -> None:
+        """Drop the kept engine (a job that failed in a way that may have broken it, or another key)."""
+        if self.engine is not None:
+            import gc
+
+            self.key, self.engine = None, None
+            gc.collect()
+
+
+POOL = EnginePool()
+"""This process's pool: off unless a warm worker turned it on."""

@@ -144,6 +144,25 @@ class VLLMEngine:
     def from_config(cls, engine: Any, context: EngineContext) -> "VLLMEngine":
         return cls(engine, context)
 
+    @classmethod
+    def reuse_key(cls, engine: VLLMEngineConfig, context: EngineContext) -> str:
+        """Everything the constructor hands vLLM (and the adapter): a warm worker's next job with an
+        equal key is given this engine instead of a new one (inference.engines.EnginePool)."""
+        import json
+
+        import torch
+
+        arguments = vllm_arguments(engine, context, on_cpu=not torch.cuda.is_available())
+        return json.dumps({"llm": arguments, "lora": context.model.lora,
+                           "compile_timeout_s": context.decoding.compile_timeout_s}, sort_keys=True, default=str)
+
+    def rebind(self, context: EngineContext) -> None:
+        """The next job's decoding on this engine: what the constructor read of it besides vLLM's
+        own arguments (which the reuse key holds)."""
+        decoding = context.decoding
+        self._max_new_tokens, self._temperature, self._seed = decoding.max_new_tokens, decoding.temperature, decoding.seed
+        self.backend = self.constraint
+
     def _structured(self, key: tuple) -> Any:
         from vllm.sampling_params import StructuredOutputsParams
 

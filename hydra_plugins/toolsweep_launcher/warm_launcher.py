@@ -1,0 +1,83 @@
+"""`hydra/launcher=local`: a local sweep's jobs one at a time, on warm workers (inference/workers.py).
+
+Hydra's basic launcher runs each job's task in the sweep's process; toolsweep's task then runs the
+job in a process of its own. With `reuse_engine` (the default) this launcher first orders the jobs
+so that those with the same engine run back to back (each keeps its Hydra job number and dir),
+and the task runs each job on the sweep's warm worker, which keeps its engine for the next job
+with the same one. `reuse_engine=false` is the basic launcher exactly: one new process per job.
+"""
+
+# No `from __future__ import annotations`: Hydra imports plugin modules without registering them
+# in sys.modules, where a dataclass's string annotations cannot be resolved.
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.core.config_store import ConfigStore
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from omegaconf import open_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WarmLauncherConf:
+    _target_: str = "hydra_plugins.toolsweep_launcher.warm_launcher.WarmLauncher"
+    reuse_engine: bool = True
+    """Run the jobs on a warm worker that keeps its engine for the next job with the same one (jobs
+    ordered so that they follow each other); false: a new process, and engine, for every job."""
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="toolsweep_local", node=WarmLauncherConf,
+                             provider="toolsweep")
+
+
+class WarmLauncher(BasicLauncher):
+    def __init__(self, reuse_engine: bool = True) -> None:
+        super().__init__()
+        self.reuse_engine = bool(reuse_engine)
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        if not self.reuse_engine:
+            return super().launch(job_overrides, initial_job_idx)
+        from inference import workers
+
+        setup_globals()
+        assert self.hydra_context is not None and self.config is not None and self.task_function is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        configs = [self._job_config(overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
+        keys = [workers.engine_key(config) for config in configs]
+        pool = workers.ACTIVE = workers.ACTIVE or workers.Workers()
+        pool.keys.update({tuple(overrides): key for overrides, key in zip(job_overrides, keys)})
+        log.info(f"Launching {len(job_overrides)} jobs locally, on warm workers")
+        runs: Dict[int, JobReturn] = {}
+        for index in engine_order(keys):
+            log.info(f"\t#{initial_job_idx + index} : {' '.join(filter_overrides(job_overrides[index]))}")
+            runs[index] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
+                                  config=configs[index], job_dir_key="hydra.sweep.dir",
+                                  job_subdir_key="hydra.sweep.subdir")
+            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return [runs[index] for index in range(len(job_overrides))]
+
+    def _job_config(self, overrides: Sequence[str], number: int):
+        config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(config):
+            config.hydra.job.id = number
+            config.hydra.job.num = number
+        return config
+
+
+def engine_order(keys: List[str]) -> List[int]:
+    """The jobs' order: those with one engine back to back (in the order each engine first comes),
+    each group in its own order; jobs that need no engine where they come, with the group before."""
+    groups: Dict[str, List[int]] = {}
+    current = None
+    for index, key in enumerate(keys):
+        group = key if key else (current if current is not None else "")
+        groups.setdefault(group, []).append(index)
+        if key:
+            current = key
+    return [index for members in groups.values() for index in members]

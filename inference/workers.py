@@ -1,0 +1,256 @@
+"""Warm workers: a local sweep's jobs run in a long-lived process that keeps its engine.
+
+A cold sweep job is a new process that imports torch, vLLM and transformers and loads its model
+before its first token. Under `hydra/launcher=local` with `hydra.launcher.reuse_engine=true` (the
+default) the launcher (hydra_plugins/toolsweep_launcher) orders the jobs so that those with the
+same engine run back to back, and each job runs in a worker: a child process that runs the very
+command a cold job's process would (`toolsweep OVERRIDES hydra.run.dir=JOB_DIR`, through the same
+entry point), one job after another, with the engine pool on (inference.engines.EnginePool), so
+the next job with an equal engine is handed the loaded one.
+
+A job whose engine differs (model, dtype, length, quantization, constraint backend, seed, engine
+kind: `engine_key`) gets a fresh worker, so the last one's memory is given back. A job that ends
+with an unexpected error (not toolsweep's own exit 2) or a worker that dies (SIGKILL, out of
+memory) also ends the worker: the next job starts a fresh one. Each job keeps its own run dir,
+lock, run.log and job.log; its output reaches the sweep's console as a cold job's does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+DONE = b"\x1e\x1etoolsweep-worker-job-done "
+"""Ends a job's output on the worker's stdout, followed by its result as one JSON line."""
+
+
+def engine_key(job_config: Any) -> str:
+    """Which jobs may share one worker's engine: the parts of a job's composed config that its
+    engine is built from (everything of model and engine, and the decoding options vLLM takes at
+    start). Two jobs with equal keys build equal engines; jobs whose engine loads no model (replay,
+    script, a server) need none and share any worker ("")."""
+    from omegaconf import OmegaConf
+
+    from inference.engines import engine_class
+
+    try:
+        model = OmegaConf.to_container(job_config.model, resolve=True)
+        engine = OmegaConf.to_container(job_config.engine, resolve=True)
+        decoding = job_config.decoding
+        started = {"seed": decoding.seed, "constraint": decoding.constraint, "sampled": decoding.temperature > 0,
+                   "compile_timeout_s": decoding.get("compile_timeout_s")}
+        kept = hasattr(engine_class(str(engine["target"])), "reuse_key")
+    except Exception as exc:  # noqa: BLE001 - a job whose config does not resolve fails in its own worker
+        return f"unresolved: {exc}"
+    if not kept:  # an engine the pool never keeps (replay, a script, a server's client)
+        return ""
+    return json.dumps({"model": model, "engine": engine, "decoding": started}, sort_keys=True, default=str)
+
+
+def compatible(held: Optional[str], wanted: str) -> bool:
+    """A worker holding engine `held` can run a job wanting `wanted` ("" needs no engine)."""
+    return held is not None and (wanted == "" or held == "" or held == wanted)
+
+
+class Worker:
+    """One warm worker process, seen from the sweep's process."""
+
+    def __init__(self, env: dict[str, str], devices: Optional[str], stack: ExitStack) -> None:
+        env = {**env, "TOOLSWEEP_WARM_WORKER": "1"}
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
+        from inference.run import _die_with_parent
+
+        self.process = subprocess.Popen([sys.executable, "-m", "inference.workers"], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        preexec_fn=_die_with_parent)
+        self.devices = devices
+        self.key: Optional[str] = None
+        self.jobs = 0
+        self._stack = stack
+        self._pending = b""
+
+    def run(self, argv: Sequence[str], log_path: Path) -> tuple[int, str, bool]:
+        """Run one job (`toolsweep ARGV`) here, its output to `log_path` and this process's stdout;
+        returns (exit code, the log's text, whether this worker can take another job)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        result: Optional[dict[str, Any]] = None
+        with open(log_path, "wb") as log:
+            try:
+                self.process.stdin.write((json.dumps({"argv": list(argv)}) + "\n").encode())
+                self.process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the worker is gone: its exit code is the job's
+            result = self._stream(log)
+        self.jobs += 1
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        if result is None:  # the worker died during the job
+            return self.process.wait(), text, False
+        return int(result["returncode"]), text, bool(result["healthy"])
+
+    def _stream(self, log: Any) -> Optional[dict[str, Any]]:
+        # Chunks, not lines (progress bars redraw with \r); the end marker may straddle two chunks.
+        buffer = self._pending
+        while True:
+            at = buffer.find(DONE)
+            if at >= 0:
+                end = buffer.find(b"\n", at)
+                if end >= 0:
+                    self._emit(log, buffer[:at])
+                    self._pending = buffer[end + 1:]
+                    return json.loads(buffer[at + len(DONE):end])
+            else:
+                keep = len(DONE) - 1
+                self._emit(log, buffer[:-keep] if len(buffer) > keep else b"")
+                buffer = buffer[-keep:] if len(buffer) > keep else buffer
+            chunk = self.process.stdout.read1(65536)  # type: ignore[union-attr]
+            if not chunk:
+                self._emit(log, buffer)
+                self._pending = b""
+                return None
+            buffer += chunk
+
+    @staticmethod
+    def _emit(log: Any, data: bytes) -> None:
+        if data:
+            log.write(data)
+            log.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+
+    def close(self) -> None:
+        """End the worker (its engine's memory is freed with the process) and give back its GPUs."""
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._stack.close()
+
+
+class Workers:
+    """The sweep's warm worker: at most one alive (jobs run one at a time under this launcher)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[str, ...], str] = {}
+        """Each job's engine key, by its overrides (set by the launcher before it runs them)."""
+        self.current: Optional[Worker] = None
+        self.started = 0
+
+    def run(self, task_overrides: Sequence[str], argv: Sequence[str], log_path: Path, sweep_dir: Path,
+            job_num: int, gpus_per_job: int) -> tuple[int, str, str, Optional[str]]:
+        """Run a job on a worker whose engine fits it (a fresh one where none does); returns its exit
+        code, its log, how its worker came to be (fresh or warm) and the worker's GPUs."""
+        key = self.keys.get(tuple(task_overrides), f"unknown job {job_num}")
+        worker = self.current
+        how = "warm"
+        if worker is None or worker.process.poll() is not None or not compatible(worker.key, key):
+            self.close()
+            worker = self.current = self._start(sweep_dir, job_num, gpus_per_job)
+            how = "fresh"
+        if key:
+            worker.key = key
+        elif worker.key is None:
+            worker.key = ""
+        returncode, text, healthy = worker.run(argv, log_path)
+        if not healthy:
+            self.close()
+        return returncode, text, how, worker.devices
+
+    def _start(self, sweep_dir: Path, job_num: int, gpus_per_job: int) -> Worker:
+        from inference.sweep import CHILD_FLAG, gpu_slot
+
+        stack = ExitStack()
+        devices = stack.enter_context(gpu_slot(sweep_dir, job_num, gpus_per_job))
+        self.started += 1
+        return Worker({**os.environ, CHILD_FLAG: "1"}, devices, stack)
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()
+            self.current = None
+
+
+ACTIVE: Optional[Workers] = None
+"""The sweep's workers while the warm launcher runs its jobs (None: each job is a cold process)."""
+
+
+def close_active() -> None:
+    """End the sweep's worker (at the sweep's end; a killed sweep's worker dies with it)."""
+    global ACTIVE
+    if ACTIVE is not None:
+        ACTIVE.close()
+        ACTIVE = None
+
+
+# ------------------------------------------------------------------------------- the worker process
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)  # as the interpreter does for sys.exit("message")
+    return 1
+
+
+def run_one(argv: list[str]) -> tuple[int, bool]:
+    """One job through toolsweep's entry point, as its own process would run it; returns its exit
+    code and whether the worker is still fit for another (an unexpected error may have left the
+    engine or the interpreter in any state)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from inference.cli import main
+
+    environ, cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    sys.argv = ["toolsweep", *argv]
+    GlobalHydra.instance().clear()
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:  # noqa: BLE001 - the job's failure is its exit code; the worker reports it
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.argv = saved_argv
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # toolsweep's own errors (exit 2: a bad input, the error budget) leave the engine as it was
+    return code, code in (0, 2)
+
+
+def worker_main() -> None:
+    """`python -m inference.workers`: run the jobs read from stdin (one JSON line each) until it
+    closes, each ended on stdout by DONE and its result."""
+    from inference.engines import POOL
+
+    POOL.enabled = True
+    out = sys.stdout.buffer
+    for line in sys.stdin:
+        request = json.loads(line)
+        code, healthy = run_one(request["argv"])
+        if not healthy:
+            POOL.clear()
+        out.write(DONE + json.dumps({"returncode": code, "healthy": healthy}).encode() + b"\n")
+        out.flush()
+        if not healthy:
+            return
+
+
+if __name__ == "__main__":
+    worker_main()

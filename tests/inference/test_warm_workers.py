@@ -1,0 +1,135 @@
+"""Warm workers: a local sweep's jobs with one engine run back to back on one process that keeps it,
+with outputs equal to one cold process per job; a killed worker costs its job, not the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from hydra_plugins.toolsweep_launcher.warm_launcher import engine_order
+from inference.workers import DONE, Worker, compatible
+from tests.conftest import REPO, tiny_args
+
+
+@pytest.mark.parametrize("keys,order", [
+    (["a", "a", "b"], [0, 1, 2]),
+    (["a", "b", "a", "b"], [0, 2, 1, 3]),
+    (["", "a", "", "b", ""], [0, 1, 2, 3, 4]),
+    (["a", "", "b", "a"], [0, 1, 3, 2]),
+    (["", ""], [0, 1]),
+], ids=["grouped_already", "interleaved_seeds", "engine_free_jobs_stay_in_place",
+        "engine_free_follows_its_group", "no_engine_at_all"])
+def test_jobs_with_one_engine_run_back_to_back(keys, order):
+    assert engine_order(keys) == order
+
+
+@pytest.mark.parametrize("held,wanted,fits", [
+    (None, "", False), ("", "", True), ("", "k", True), ("k", "", True), ("k", "k", True), ("k", "j", False)],
+    ids=["no_worker", "no_engine", "first_engine", "engine_free_job", "same_engine", "other_engine"])
+def test_a_worker_takes_a_job_its_engine_fits(held, wanted, fits):
+    assert compatible(held, wanted) is fits
+
+
+def test_a_job_end_marker_split_across_reads_is_found(tmp_path, capfdbinary):
+    """The worker's output is read in chunks; the end of a job's output may straddle two."""
+    script = ("import sys, time\nout = sys.stdout.buffer\nmarker = %r\n"
+              "out.write(b'one\\r two ' + marker[:7]); out.flush(); time.sleep(0.2)\n"
+              "out.write(marker[7:] + b'{\"returncode\": 3, \"healthy\": true}\\nnext'); out.flush()\n"
+              "sys.stdin.read()\n") % DONE
+    worker = Worker.__new__(Worker)
+    worker.process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    worker._pending = b""
+    with open(tmp_path / "job.log", "wb") as log:
+        assert worker._stream(log) == {"returncode": 3, "healthy": True}
+    assert (tmp_path / "job.log").read_bytes() == b"one\r two "
+    assert worker._pending == b"next"
+    worker.process.stdin.close()
+    worker.process.wait()
+
+
+def _sweep(sweep: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", *args]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _worker_pids(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == str(parent) and b"inference.workers" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _job(sweep: Path, number: int) -> tuple[dict, dict, pl.DataFrame]:
+    job = json.loads((sweep / str(number) / "job.json").read_text())
+    if job["status"] != "complete":
+        return job, {}, pl.DataFrame()
+    run = json.loads((sweep / str(number) / "run.json").read_text())
+    samples = pl.read_parquet(sweep / str(number) / "samples.parquet").select("sample_id", "output").sort("sample_id")
+    return job, run, samples
+
+
+def test_a_warm_sweep_equals_a_cold_one_and_survives_a_killed_worker(tmp_path, tiny_model, scratch_env):
+    """Four jobs (two settings x two seeds, the seed varying fastest): the two jobs of each seed's
+    engine run back to back on one worker (0, 2, then 1, 3), the second on the engine the first
+    loaded. The worker is killed with SIGKILL during job 2: that job fails and the sweep goes on;
+    rerun into its dir, the sweep keeps the others and resumes job 2 on a fresh worker. Every job's
+    outputs equal those of the same jobs with reuse_engine=false (one cold process per job). The
+    tiny seeded model samples at temperature 1, so that the seed, and so the engine, matters."""
+    env = {**scratch_env, "TOOLSWEEP_PAUSE_AT": "shard 1/1: generating", "TOOLSWEEP_PAUSE_S": "2"}
+    args = [*tiny_args(tiny_model), "dataset.settings=[p],[r]", "decoding.seed=0,1", "decoding.temperature=1.0",
+            "dataset.limit=2", "engine.cache=false"]
+    warm = tmp_path / "warm"
+    parent = _sweep(warm, args, env)
+    lines: list[str] = []
+    for line in parent.stdout:
+        lines.append(line)
+        if "shard 1/1: generating" in line and any("#2 :" in seen for seen in lines) and not any(
+                "#1 :" in seen for seen in lines):
+            pids = _worker_pids(parent.pid)
+            assert len(pids) == 1, pids
+            os.kill(pids[0], signal.SIGKILL)
+    out = "".join(lines)
+    assert parent.wait() == 0, out[-3000:]
+    order = [int(line.split("#", 1)[1].split(" ")[0]) for line in lines if "] \t#" in line]
+    assert order == [0, 2, 1, 3], out[-3000:]
+    jobs = {n: _job(warm, n) for n in range(4)}
+    assert jobs[0][0]["worker"] == "fresh" and jobs[0][1]["roles"]["model"]["engine_start"]["how"] == "cold"
+    assert jobs[2][0]["worker"] == "warm"
+    assert jobs[2][0]["status"] == "failed" and "SIGKILL" in jobs[2][0]["reason"], jobs[2][0]
+    assert jobs[1][0]["worker"] == "fresh" and jobs[1][1]["roles"]["model"]["engine_start"]["how"] == "cold"
+    assert jobs[3][0]["worker"] == "warm" and jobs[3][1]["roles"]["model"]["engine_start"]["how"] == "reused"
+
+    rerun = _sweep(warm, args, {**env, "TOOLSWEEP_PAUSE_AT": ""})
+    again = rerun.communicate()[0]
+    assert rerun.returncode == 0, again[-3000:]
+    for number in (0, 1, 3):
+        assert f"job {number}/4: complete (kept" in again, again[-3000:]
+    assert _job(warm, 2)[0]["status"] == "complete" and _job(warm, 2)[0]["worker"] == "fresh"
+
+    # the cold reference of the jobs whose outputs came from a reused engine (3) or from the fresh
+    # worker after the kill (2): the same jobs, one new process each
+    cold = tmp_path / "cold"
+    cold_args = [arg.replace("[p],[r]", "[r]") for arg in args]
+    reference = _sweep(cold, [*cold_args, "hydra.launcher.reuse_engine=false"], {**env, "TOOLSWEEP_PAUSE_AT": ""})
+    said = reference.communicate()[0]
+    assert reference.returncode == 0, said[-3000:]
+    for number, warm_number in ((0, 2), (1, 3)):
+        job, run, samples = _job(cold, number)
+        assert job["worker"] is None and run["roles"]["model"]["engine_start"]["how"] == "cold"
+        assert samples.height == 2 and samples.equals(_job(warm, warm_number)[2]), warm_number
+    # the two seeds answer differently: a job given the other seed's engine would show
+    assert not _job(cold, 0)[2].equals(_job(cold, 1)[2])
