@@ -2,7 +2,8 @@
 
 - reference/config.md: every option of the typed config dataclasses (the root schema registered
   with Hydra's ConfigStore, each benchmark's own options class, each engine's), with its type,
-  default and attribute docstring; the config groups under conf/; the racing sweeper's options.
+  default and attribute docstring; the config groups under conf/; the racing sweeper's and the
+  local launcher's options.
 - reference/commands.md: every verb's options, from the parser its main builds.
 - reference/outputs.md: the columns and types of every table a run, a sweep or a verb writes,
   from the schemas the writers use.
@@ -162,6 +163,10 @@ def config_page() -> str:
 
     out += ["## Racing sweeper", "", "`-m hydra/sweeper=race` (see [Racing](../racing.md)); its options:", "",
             option_table(RaceSweeperConf, "hydra.sweeper."), ""]
+    from hydra_plugins.toolsweep_launcher.warm_launcher import WarmLauncherConf
+
+    out += ["## Local launcher", "", "`-m hydra/launcher=local`, the default (see [Sweeps](../sweeps.md)); its options:",
+            "", option_table(WarmLauncherConf, "hydra.launcher."), ""]
     return "\n".join(out) + "\n"
 
 
