@@ -79,11 +79,23 @@ def _outcome(info: dict[str, Any], problem: str | None, path: Path) -> tuple[str
     if status == "complete":
         if not (path / "samples.parquet").is_file():
             return "failed", "job.json says complete but samples.parquet is missing"
-        return "complete", None
+        return _since(path)
     if status == "failed":
         code = info.get("returncode")
         return "failed", info.get("reason") or (f"exit code {code}" if code is not None else "no reason given")
     return "failed", f"job.json has status {status!r}; expected 'complete' or 'failed'"
+
+
+def _since(path: Path) -> tuple[str, str | None]:
+    """A complete job as its run dir stands now: `toolsweep judge JOB --overwrite` (or a run into
+    the dir) reruns it in place after job.json was written, and its state.json says how that went."""
+    state, problem = _read_json(path / "state.json")
+    now = state.get("status")
+    if problem is not None or now in (None, "complete"):
+        return "complete", None  # a run dir from before state.json, or rerun to the end
+    if now == "failed":
+        return "failed", f"job.json says complete, but its run has since failed ({state.get('reason')})"
+    return "failed", f"job.json says complete, but its run has since started again (state {now}) and not finished"
 
 
 def _read_json(path: Path) -> tuple[dict[str, Any], str | None]:

@@ -171,7 +171,13 @@ def test_jobs_ordered_by_number_and_missing_job_json(tmp_path):
      "results are unreadable"),
     ({"status": "running"}, lambda d: None, "job.json has status 'running'"),
     ({"status": "failed", "reason": None, "returncode": -9}, lambda d: None, "exit code -9"),
-], ids=["complete_without_samples", "corrupt_samples", "unknown_status", "failed_without_reason"])
+    (complete_job("/c/checkpoint-1"),
+     lambda d: (d / "state.json").write_text('{"status": "failed", "reason": "EngineError: the judge died"}'),
+     "its run has since failed (EngineError: the judge died)"),
+    (complete_job("/c/checkpoint-1"), lambda d: (d / "state.json").write_text('{"status": "running"}'),
+     "its run has since started again (state running)"),
+], ids=["complete_without_samples", "corrupt_samples", "unknown_status", "failed_without_reason",
+        "rerun_in_place_that_failed", "rerun_in_place_still_running"])
 def test_broken_jobs_become_failed_rows(tmp_path, job, break_files, reason):
     job_dir = write_job(tmp_path, 0, ["model.path=/c/checkpoint-1"], make_samples({"p": ["call"]}), job)
     break_files(job_dir)
