@@ -5,15 +5,17 @@ scripts/bfcl_reference_verdicts.py running BFCL's package), and one test per rul
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from grading.scorers.bfcl.checker import check, check_call, expected_name, standardize
 from grading.scorers.bfcl.decoding import decode_hermes_fc, decode_listed, decode_prompting, has_call
 from grading.scorers.bfcl import CODES, _summary, grade, leaderboard_figures
+from grading.grades import grade as grade_table
+from tests.grading.child_process import read_in_child, run_in_child
 
 DATA = Path(__file__).parent / "data"
 PROBES = json.loads((DATA / "bfcl_probes.json").read_text(encoding="utf-8"))
@@ -67,13 +69,87 @@ def test_an_expected_function_the_case_lacks_is_a_checker_error_not_a_crash():
     assert not verdict.valid and verdict.error_type == "checker_error:TypeError"
 
 
-@pytest.mark.parametrize("text", ["[f(x=9**9**9)]", "[f(x='a'*10**9)]", "[f(x=1<<10**9)]"],
-                         ids=["power", "repetition", "shift"])
-def test_huge_arithmetic_is_undecodable_at_once(text):
-    """BFCL `eval`s arithmetic; toolsweep evaluates literals only, within bounds."""
-    started = time.perf_counter()
-    assert not decode_prompting(text).ok
-    assert time.perf_counter() - started < 1
+BOUND = "toolsweep's bound"
+"""The reason the readers give for a value or an answer past their bounds."""
+HOSTILE = [
+    pytest.param("[math.factorial(number=(9**9999)**9999)]", BOUND, id="nested power (a power of a 31,700-bit value)"),
+    pytest.param("[f(x=9**9**9)]", BOUND, id="power tower"),
+    pytest.param("[f(x=2**(2**200))]", BOUND, id="power with a computed exponent"),
+    pytest.param("[f(x='a'*10**9)]", BOUND, id="string repetition (10**9 characters)"),
+    pytest.param("[f(x=1<<10**9)]", BOUND, id="shift by 10**9"),
+    pytest.param("[f(x=" + "*".join(["9**9999"] * 40) + ")]", BOUND, id="multiplication chain (1.3 million bits)"),
+    pytest.param("[f(x=1" + "<<9999" * 200 + ")]", BOUND, id="shift chain (2 million bits)"),
+    pytest.param("[f(x=1+-((9**9999)**9999))]", BOUND, id="unary operator on a nested power"),
+    pytest.param("[f(x=('a'*100000)*100000)]", BOUND, id="repeated string repetition (10**10 characters)"),
+    pytest.param("[f(x=[[[0]*1000]*1000]*1000)]", BOUND, id="nested list repetition (10**9 items)"),
+    pytest.param("[f(x=" + "+".join(["'a'*99999"] * 40) + ")]", BOUND, id="sum of repetitions (4 million characters)"),
+    pytest.param("[f(x='%0999999999d'%1)]", BOUND, id="string format width (a 1 GB string)"),
+    pytest.param("[f(x=[" + "1," * 150_000 + "1])]", BOUND, id="answer of 300,000 characters"),
+    pytest.param("[f(x=2**100000)]", BOUND, id="one bit past the integer bound"),
+    pytest.param("[f(x='a'*1000001)]", BOUND, id="one character past the answer's budget"),
+    pytest.param("[f(x=a" + "[1]" * 600 + ")]", None, id="deep subscript"),
+    pytest.param("[f(x=" + "1+" * 1500 + "1)]", None, id="deep arithmetic"),
+    pytest.param("[f(x=" + "(" * 300 + "1" + ")" * 300 + ")]", None, id="deep parentheses"),
+]
+
+
+@pytest.mark.parametrize("text,reason", HOSTILE)
+def test_a_hostile_answer_is_a_decode_failure(text, reason):
+    """BFCL `eval`s arithmetic; toolsweep computes literals only, each value and the answer within
+    bounds, so no answer holds the grader longer than a bounded time (the child's limit catches a
+    reader that hangs)."""
+    outcome = read_in_child("grading.scorers.bfcl.decoding:decode_prompting", text)
+    assert outcome["raised"] is None and not outcome["ok"], outcome
+    assert reason is None or reason in outcome["error"], outcome
+
+
+@pytest.mark.parametrize("text,value", [
+    ("[f(x=2**10)]", 1024), ("[f(x='ab'*3)]", "ababab"), ("[f(x=[0]*3+[1])]", [0, 0, 0, 1]),
+    ("[f(x=1+-(2**10))]", -1023), ("[f(x=7//2+1.5)]", 4.5), ("[f(x='%s-%d'%('a',1))]", "a-1"),
+    ("[f(x=10**5000)]", 10**5000), ("[f(x=9**9999*9**9999)]", 9**19998), ("[f(x=('a'*1000)*100)]", "a" * 100_000),
+    ("[f(x=1<<10001)]", 1 << 10001),
+], ids=["power", "string repetition", "list repetition and sum", "unary in arithmetic", "floor division and float",
+        "string format", "16,610-bit power", "63,000-bit product", "100,000-character string",
+        "shift under the bound (BFCL computes it; an earlier, narrower limit refused it)"])
+def test_arithmetic_under_the_bounds_reads_as_bfcls_eval(text, value):
+    assert decode_prompting(text).calls == [{"f": {"x": value}}]
+
+
+def test_a_value_too_large_to_write_is_graded_and_named():
+    """An integer past Python's 4,300 digits has no text form: the calls column names it, and the
+    row is graded as BFCL grades the value (a wrong type here), never a crash."""
+    fields = grade("official", probe_row(PROBES["cases"]["route"],
+                                         "[geo.distance(origin='SF', destination=10**5000)]", False))
+    assert fields["valid"] and not fields["correct"]
+    assert "too large to write" in fields["calls"], fields["calls"]
+
+
+def _samples(rows: list[dict]) -> pl.DataFrame:
+    frame = pl.DataFrame([{"sample_id": f"s{i}", "scorer": "bfcl", **row} for i, row in enumerate(rows)],
+                         infer_schema_length=None)
+    return frame.with_columns(pl.col(pl.Null).cast(pl.String))
+
+
+def test_a_file_with_hostile_answers_grades_and_the_others_grade_as_without_them(tmp_path):
+    """`toolsweep grade` of a run holding hostile answers among the probe answers finishes; each
+    hostile answer is a decode failure (wrong in an AST category, right for irrelevance); every
+    other answer is graded as in the same file without them."""
+    normal = [probe_row(PROBES["cases"][p["case"]], p["output"], p["format"] == "fc") for p in PROBES["probes"]]
+    texts = [h.values[0] for h in HOSTILE]
+    hostile = [probe_row(PROBES["cases"][case], text, False) for case in ("route", "chat") for text in texts]
+    run = tmp_path / "run"
+    run.mkdir()
+    _samples(normal + hostile).write_parquet(run / "samples.parquet")
+    run_in_child(f"from grading.regrade import main\nraise SystemExit(main([{str(run)!r}]))", limit_s=300)
+    graded = pl.read_parquet(run / "samples.parquet").sort("sample_id")
+    columns = [f"official_{name}" for name in ("valid", "n_calls", "calls", "correct", "error_type")]
+    alone = grade_table(_samples(normal)).sort("sample_id")
+    assert graded.filter(pl.col("sample_id").is_in(alone["sample_id"].to_list())).select("sample_id", *columns) \
+        .equals(alone.select("sample_id", *columns))
+    bad = graded.filter(~pl.col("sample_id").is_in(alone["sample_id"].to_list()))
+    assert bad.height == 2 * len(texts) and not bad["official_valid"].any()
+    assert set(zip(bad["setting"], bad["official_correct"], bad["official_error_type"])) == {
+        ("simple_python", False, "ast_decoder:decoder_failed"), ("irrelevance", True, None)}
 
 
 def test_arithmetic_over_names_is_undecodable():

@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
-from grading.scorers.acebench.checker import CRASH, grade_answer
+from grading.grades import grade as grade_table
+from grading.scorers.acebench.checker import CRASH, decode, grade_answer
 from grading.scorers.acebench import NO_ANSWER, SCORER, grade
+from tests.grading.child_process import read_in_child, run_in_child
 
 PROBES = json.loads((Path(__file__).parent / "data" / "acebench_probes.json").read_text(encoding="utf-8"))
 
@@ -81,3 +84,75 @@ def test_grade_fields_hold_the_first_call():
     fields = grade("official", _row("[bookHotel(city='New York', checkIn='2024-07-01', guests=10**5000)]"))
     assert fields["tool"] == "bookHotel" and fields["correct"]
     assert "too large to write" in fields["params"], "a value no text form holds is named, never a crash"
+
+
+BOUND = "toolsweep's bound"
+"""The reason the reader gives for a value or an answer past its bounds."""
+HOSTILE = [
+    pytest.param("[f(x=(9**99999)**99999)]", BOUND, id="nested power (a power of a 317,000-bit value)"),
+    pytest.param("[f(x=9**9**9)]", BOUND, id="power tower"),
+    pytest.param("[f(x=2**(2**200))]", BOUND, id="power with a computed exponent"),
+    pytest.param("[f(x=" + "*".join(["9**9999"] * 40) + ")]", BOUND, id="multiplication chain (1.3 million bits)"),
+    pytest.param("[f(x=1" + "<<9999" * 200 + ")]", BOUND, id="shift chain (2 million bits)"),
+    pytest.param("[f(x=1+-((9**99999)**99999))]", BOUND, id="unary operator on a nested power"),
+    pytest.param("[f(x=('a'*100000)*100000)]", BOUND, id="repeated string repetition (10**10 characters)"),
+    pytest.param("[f(x=[[[0]*1000]*1000]*1000)]", BOUND, id="nested list repetition (10**9 items)"),
+    pytest.param("[f(x=" + "+".join(["'a'*99999"] * 40) + ")]", BOUND, id="sum of repetitions (4 million characters)"),
+    pytest.param("[f(x='%0999999999d'%1)]", BOUND, id="string format width (a 1 GB string)"),
+    pytest.param("[f(x=[" + "1," * 150_000 + "1])]", BOUND, id="answer of 300,000 characters"),
+    pytest.param("[f(x=2**100000)]", BOUND, id="one bit past the integer bound"),
+    pytest.param("[f(x='a'*1000001)]", BOUND, id="one character past the answer's budget"),
+    pytest.param("[f(x=a" + "[1]" * 600 + ")]", None, id="deep subscript"),
+    pytest.param("[f(x=" + "1+" * 1500 + "1)]", None, id="deep arithmetic"),
+    pytest.param("[f(x=" + "(" * 300 + "1" + ")" * 300 + ")]", None, id="deep parentheses"),
+]
+
+
+@pytest.mark.parametrize("text,reason", HOSTILE)
+def test_a_hostile_answer_cannot_be_read(text, reason):
+    """ACEBench `eval`s arithmetic; toolsweep computes literals only, each value and the answer within
+    bounds, so no answer holds the grader longer than a bounded time (the child's limit catches a
+    reader that hangs), and a value nested too deep is unreadable, as ACEBench counts any exception."""
+    outcome = read_in_child("grading.scorers.acebench.checker:decode", text)
+    assert outcome["raised"] == "Undecodable", outcome
+    assert reason is None or reason in outcome["error"], outcome
+
+
+@pytest.mark.parametrize("text,value", [
+    ("[f(x=2**10)]", 1024), ("[f(x='ab'*3)]", "ababab"), ("[f(x=[0]*3+[1])]", [0, 0, 0, 1]),
+    ("[f(x=1+-(2**10))]", -1023), ("[f(x=7//2+1.5)]", 4.5), ("[f(x='%s-%d'%('a',1))]", "a-1"),
+    ("[f(x=10**5000)]", 10**5000), ("[f(x=2**99999)]", 2**99999), ("[f(x='a'*1000000)]", "a" * 1_000_000),
+], ids=["power", "string repetition", "list repetition and sum", "unary in arithmetic", "floor division and float",
+        "string format", "16,610-bit power", "the largest integer (100,000 bits)",
+        "a million characters (the whole budget)"])
+def test_arithmetic_under_the_bounds_reads_as_acebenchs_eval(text, value):
+    assert decode(text) == [{"f": {"x": value}}]
+
+
+def _samples(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame([{"sample_id": f"s{i}", "setting": "normal_preference", "scorer": "acebench", **row}
+                         for i, row in enumerate(rows)], infer_schema_length=None)
+
+
+def test_a_file_with_hostile_answers_grades_and_the_others_grade_as_without_them(tmp_path):
+    """`toolsweep grade` of a run holding hostile answers among the probe answers finishes; each
+    hostile answer is wrong (`wrong_output_format`) under both readings; every other answer is
+    graded as in the same file without them."""
+    def row(case, output):
+        return _row(output, functions=json.dumps(case["functions"]), ground_truth=json.dumps(case["ground_truth"]))
+
+    normal = [row(PROBES["cases"][p["case"]], p["output"]) for p in PROBES["probes"]]
+    hostile = [row(CASE, h.values[0]) for h in HOSTILE]
+    run = tmp_path / "run"
+    run.mkdir()
+    _samples(normal + hostile).write_parquet(run / "samples.parquet")
+    run_in_child(f"from grading.regrade import main\nraise SystemExit(main([{str(run)!r}]))", limit_s=300)
+    graded = pl.read_parquet(run / "samples.parquet").sort("sample_id")
+    columns = [f"{reading}_{name}" for reading in SCORER.readings for name in SCORER.fields]
+    alone = grade_table(_samples(normal)).sort("sample_id")
+    assert graded.filter(pl.col("sample_id").is_in(alone["sample_id"].to_list())).select("sample_id", *columns) \
+        .equals(alone.select("sample_id", *columns))
+    bad = graded.filter(~pl.col("sample_id").is_in(alone["sample_id"].to_list()))
+    assert bad.height == len(hostile)
+    for reading in SCORER.readings:
+        assert set(zip(bad[f"{reading}_correct"], bad[f"{reading}_error_type"])) == {(False, "wrong_output_format")}

@@ -7,7 +7,10 @@ one Python expression whose top node has elements (a list, tuple or set), each a
 becomes `{dotted name: {keyword: value}}` (positional arguments are dropped). Values: literals as
 Python gives them (`...` is the string "..."), a bare name is its text, a subscript is its source
 text, a nested call a dict, a unary operator on a literal is its negation whatever the operator
-(`+5` and `~5` read -5), and binary arithmetic is computed. Anything else cannot be read.
+(`+5` and `~5` read -5), and binary arithmetic is computed as `eval` computes it (ACEBench `eval`s
+it; here over literals only, and within the bounds of grading/scorers/_python_calls.py, so no
+answer holds the grader: a longer answer or a larger value cannot be read). Anything else cannot
+be read.
 
 Checking (`check`): the ground truth is one dict `{name: {param: value}}` or a list of such
 alternatives (one passing alternative suffices). Against one alternative: as many calls as gold
@@ -22,13 +25,12 @@ is a substring of the normalised answer; integers, numbers and booleans are neve
 from __future__ import annotations
 
 import ast
-import operator
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from grading.scorers._python_calls import dotted_name, standardize
+from grading.scorers._python_calls import Arithmetic, Unreadable, dotted_name, parse_answer, standardize
 
 # The checker's type table: the description's type name -> the Python type a value must have.
 # `number` maps to int (a float for a number parameter is a type error unless the gold is a float),
@@ -66,24 +68,31 @@ class Verdict:
 # --- reading -------------------------------------------------------------------------------------
 
 def decode(answer: str | None) -> list[dict[str, Any]]:
-    """The calls of an answer as `[{name: {param: value}}]`, or Undecodable."""
+    """The calls of an answer as `[{name: {param: value}}]`, or Undecodable (ACEBench's evaluation
+    counts any exception of its reader as a wrong format, a recursion too deep included)."""
     compact = "".join((answer or "").split())
     try:
-        body = ast.parse(compact, mode="eval").body
+        body = parse_answer(compact)
+    except Unreadable as exc:
+        raise Undecodable(str(exc)) from None
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise Undecodable(f"not a Python expression: {exc}") from None
     elements = getattr(body, "elts", None)
     if elements is None:
         raise Undecodable(f"the answer is a {type(body).__name__}, not a list of calls")
+    arithmetic = Arithmetic()  # ACEBench `eval`s arithmetic: computed here over literals, within bounds
     calls = []
     for element in elements:
         if not isinstance(element, ast.Call):
             raise Undecodable(f"an element is a {type(element).__name__}, not a call")
-        calls.append(_value(element))
+        try:
+            calls.append(_value(element, arithmetic))
+        except (RecursionError, MemoryError) as exc:
+            raise Undecodable(f"a value nested too deep to read: {type(exc).__name__}") from None
     return calls
 
 
-def _value(node: ast.AST) -> Any:
+def _value(node: ast.AST, arithmetic: Arithmetic) -> Any:
     """One argument value as ACEBench's reader gives it."""
     if isinstance(node, ast.Constant):
         return "..." if node.value is Ellipsis else node.value
@@ -97,72 +106,32 @@ def _value(node: ast.AST) -> Any:
         except TypeError as exc:
             raise Undecodable(str(exc)) from None
     if isinstance(node, ast.List):
-        return [_value(v) for v in node.elts]
+        return [_value(v, arithmetic) for v in node.elts]
     if isinstance(node, ast.Tuple):
-        return tuple(_value(v) for v in node.elts)
+        return tuple(_value(v, arithmetic) for v in node.elts)
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             raise Undecodable("a ** entry in a dict")
         try:
-            return {_value(k): _value(v) for k, v in zip(node.keys, node.values)}
+            return {_value(k, arithmetic): _value(v, arithmetic) for k, v in zip(node.keys, node.values)}
         except TypeError as exc:  # an unhashable key
             raise Undecodable(str(exc)) from None
     if isinstance(node, ast.BinOp):
         try:
-            return _arithmetic(node)
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError, MemoryError) as exc:
+            return arithmetic.evaluate(node)
+        except (Unreadable, TypeError, ValueError, ZeroDivisionError, OverflowError, RecursionError,
+                MemoryError) as exc:
             raise Undecodable(f"arithmetic failed: {exc}") from None
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
-        return {dotted_name(node.func): {k.arg: _value(k.value) for k in node.keywords}}
+        return {dotted_name(node.func): {k.arg: _value(k.value, arithmetic) for k in node.keywords}}
     if isinstance(node, ast.Subscript):
         return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
     raise Undecodable(f"a {type(node).__name__} value")
 
 
 _MISSING = object()
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-           ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitOr: operator.or_,
-           ast.BitXor: operator.xor, ast.BitAnd: operator.and_, ast.MatMult: operator.matmul}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert}
-_MAX_SIZE = 1_000_000
-
-
-def _arithmetic(node: ast.AST) -> Any:
-    """Binary arithmetic with Python's own meaning, over literals only.
-
-    ACEBench hands the expression's text to Python's eval; toolsweep never runs model text, so an
-    operand that is not a literal (a name, a call) leaves the answer unreadable, and so does a
-    result too large to build (upstream computes it or runs out of memory)."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_arithmetic(v) for v in node.elts]
-        return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
-    if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_arithmetic(k): _arithmetic(v) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_arithmetic(node.operand))
-    if isinstance(node, ast.BinOp):
-        left, right = _arithmetic(node.left), _arithmetic(node.right)
-        _guard(node.op, left, right)
-        return _BINARY[type(node.op)](left, right)
-    raise Undecodable(f"arithmetic over a {type(node).__name__}, which toolsweep does not evaluate")
-
-
-def _guard(op: ast.operator, left: Any, right: Any) -> None:
-    if isinstance(op, ast.Pow) and isinstance(right, int) and abs(right) > _MAX_SIZE // 10 \
-            and isinstance(left, (int, float, complex)) and abs(left) > 1:
-        raise Undecodable("a power too large to compute")
-    if isinstance(op, ast.LShift) and isinstance(right, int) and right > _MAX_SIZE:
-        raise Undecodable("a shift too large to compute")
-    if isinstance(op, ast.Mult):
-        for sequence, times in ((left, right), (right, left)):
-            if isinstance(sequence, (str, bytes, list, tuple)) and isinstance(times, int) \
-                    and len(sequence) * times > _MAX_SIZE:
-                raise Undecodable("a repetition too large to build")
 
 
 # --- checking ------------------------------------------------------------------------------------

@@ -104,8 +104,16 @@ def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
     right, error_type = verdict(row, decoded)
     return {"valid": decoded.ok and is_call_format(decoded.calls),
             "n_calls": len(decoded.calls) if decoded.ok else None,
-            "calls": json.dumps(decoded.calls, ensure_ascii=False, default=repr) if decoded.ok else None,
+            "calls": _calls_text(decoded.calls) if decoded.ok else None,
             "correct": right, "error_type": error_type, "category": CODES.get(row["setting"])}
+
+
+def _calls_text(calls: list[dict[str, Any]]) -> str:
+    """The decoded calls as JSON text (a value JSON cannot hold, as Python writes it)."""
+    try:
+        return json.dumps(calls, ensure_ascii=False, default=repr)
+    except ValueError:  # an integer past Python's digit limit for text
+        return "<calls holding an integer too large to write>"
 
 
 def pool_of(category: str) -> str | None:

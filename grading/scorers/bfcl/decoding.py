@@ -7,7 +7,10 @@ parsed as one Python expression: a call, or a list / tuple / set of calls. Only 
 count (positional ones are dropped). A value is read by the rules of BFCL's `resolve_ast_by_type`,
 quirks kept: a unary operator always negates its operand (`+5` reads -5), a bare name reads as its
 text (`x` -> "x"), a call without keywords as its source text, a call with keywords as a nested
-`{name: {...}}`, a subscript as its source text. Anything else fails the reading.
+`{name: {...}}`, a subscript as its source text, arithmetic as `eval` computes it (BFCL `eval`s
+it; here over literals only, and within the bounds of grading/scorers/_python_calls.py, so no
+answer holds the grader: a longer answer or a larger value fails the reading). Anything else fails
+the reading.
 
 Native mode, Hermes family (BFCL's `QwenFCHandler`): the text after the last `</think>`, every
 `<tool_call>\\n...\\n</tool_call>` block (exactly those newlines) decoded as JSON, blocks that do
@@ -22,25 +25,13 @@ from __future__ import annotations
 
 import ast
 import json
-import operator
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from grading.scorers._python_calls import dotted_name
+from grading.scorers._python_calls import Arithmetic, Unreadable, dotted_name, parse_answer
 
 _FC_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
-# BFCL evaluates an arithmetic expression with Python's `eval`; toolsweep evaluates the
-# operators below over literal operands only (no names, no calls), with bounds that keep a
-# model's `9**9**9` from hanging the grader.
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-           ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitOr: operator.or_,
-           ast.BitXor: operator.xor, ast.BitAnd: operator.and_}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
-_MAX_POWER_EXPONENT = 10_000
-_MAX_SHIFT = 10_000
-_MAX_REPEAT = 100_000
 
 
 class Undecodable(Exception):
@@ -64,8 +55,8 @@ def decode_prompting(text: str) -> Decoded:
     """BFCL's prompt-mode decoding of a raw answer (see the module docstring)."""
     try:
         return Decoded(_decode_python(text))
-    except (Undecodable, SyntaxError, ValueError, TypeError, AttributeError, RecursionError, MemoryError,
-            OverflowError, ZeroDivisionError, KeyError, IndexError, AssertionError) as exc:
+    except (Undecodable, Unreadable, SyntaxError, ValueError, TypeError, AttributeError, RecursionError,
+            MemoryError, OverflowError, ZeroDivisionError, KeyError, IndexError, AssertionError) as exc:
         return Decoded(None, f"{type(exc).__name__}: {exc}"[:300])
 
 
@@ -75,9 +66,10 @@ def _decode_python(text: str) -> list[dict[str, Any]]:
         text = "[" + text
     if not text.endswith("]"):
         text = text + "]"
-    body = ast.parse(text.strip().strip("'"), mode="eval").body
+    body = parse_answer(text.strip().strip("'"))
+    arithmetic = Arithmetic()  # BFCL `eval`s arithmetic: computed here over literals, within bounds
     if isinstance(body, ast.Call):
-        return [_call(body)]
+        return [_call(body, arithmetic)]
     if not isinstance(body, (ast.List, ast.Tuple, ast.Set)):
         # BFCL reads `.elts` of whatever the expression is: an error for anything but a sequence
         raise Undecodable(f"the answer is a {type(body).__name__}, not a call or a list of calls")
@@ -85,16 +77,16 @@ def _decode_python(text: str) -> list[dict[str, Any]]:
     for element in body.elts:
         if not isinstance(element, ast.Call):
             raise Undecodable(f"an item of the list is a {type(element).__name__}, not a call")
-        calls.append(_call(element))
+        calls.append(_call(element, arithmetic))
     return calls
 
 
-def _call(node: ast.Call) -> dict[str, Any]:
+def _call(node: ast.Call, arithmetic: Arithmetic) -> dict[str, Any]:
     """{dotted name: {keyword: value}}; positional arguments are not read, as in BFCL."""
-    return {dotted_name(node.func): {k.arg: _value(k.value) for k in node.keywords}}
+    return {dotted_name(node.func): {k.arg: _value(k.value, arithmetic) for k in node.keywords}}
 
 
-def _value(node: ast.AST) -> Any:
+def _value(node: ast.AST, arithmetic: Arithmetic) -> Any:
     if isinstance(node, ast.Constant):
         return "..." if node.value is Ellipsis else node.value
     if isinstance(node, ast.UnaryOp):
@@ -104,52 +96,23 @@ def _value(node: ast.AST) -> Any:
             raise Undecodable(f"unary operator on a {type(node.operand).__name__}")
         return -node.operand.value
     if isinstance(node, ast.List):
-        return [_value(v) for v in node.elts]
+        return [_value(v, arithmetic) for v in node.elts]
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             raise Undecodable("a ** entry in a dict")
-        return {_value(k): _value(v) for k, v in zip(node.keys, node.values)}
+        return {_value(k, arithmetic): _value(v, arithmetic) for k, v in zip(node.keys, node.values)}
     if isinstance(node, ast.BinOp):
-        return _arithmetic(node)
+        return arithmetic.evaluate(node)
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
-        return ast.unparse(node) if not node.keywords else _call(node)
+        return ast.unparse(node) if not node.keywords else _call(node, arithmetic)
     if isinstance(node, ast.Tuple):
-        return tuple(_value(v) for v in node.elts)
+        return tuple(_value(v, arithmetic) for v in node.elts)
     if isinstance(node, ast.Subscript):
         return ast.unparse(node.value) + "[" + ast.unparse(node.slice) + "]"
     # BFCL's Lambda branch indexes the lambda's body expression, which always fails
     raise Undecodable(f"unsupported value {type(node).__name__}")
-
-
-def _arithmetic(node: ast.AST) -> Any:
-    """The value `eval` gives an expression of literals and operators."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_arithmetic(v) for v in node.elts]
-        return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
-    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
-        return {_arithmetic(k): _arithmetic(v) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_arithmetic(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _arithmetic(node.left), _arithmetic(node.right)
-        _check_size(node.op, left, right)
-        return _BINARY[type(node.op)](left, right)
-    raise Undecodable(f"an expression with a {type(node).__name__} (BFCL would `eval` it)")
-
-
-def _check_size(op: ast.operator, left: Any, right: Any) -> None:
-    numbers = all(isinstance(v, (int, float, complex)) for v in (left, right))
-    if isinstance(op, ast.Pow) and numbers and abs(right) > _MAX_POWER_EXPONENT:
-        raise Undecodable("an exponent too large to evaluate")
-    if isinstance(op, (ast.LShift, ast.RShift)) and isinstance(right, int) and right > _MAX_SHIFT:
-        raise Undecodable("a shift too large to evaluate")
-    if isinstance(op, ast.Mult) and any(isinstance(v, int) and v > _MAX_REPEAT for v in (left, right)) \
-            and any(isinstance(v, (str, list, tuple, bytes)) for v in (left, right)):
-        raise Undecodable("a repetition too large to evaluate")
 
 
 def decode_hermes_fc(text: str) -> Decoded:
