@@ -137,15 +137,19 @@ def _against_first(sweep_dir: Path, labels: Mapping[int, str]) -> dict[str, Any]
 
 
 def _race_table(sweep_dir: Path) -> dict[str, Any] | None:
-    """A racing sweep's rounds (race.json): each survivor's value, its lead and p-value against the
-    round's leader, stopped or not; None for other sweeps."""
+    """A racing sweep's rounds (race.json): each survivor's value, the job that shows it worse most
+    strongly with its lead and one-sided p, that p adjusted for every comparison, stopped or not;
+    None for other sweeps."""
     rows = race_table(sweep_dir)
     if not rows:
         return None
-    header = ["round", "records", "leader", "job", "value", "leader's lead", "one-sided p", "stopped"]
+    header = ["round", "records", "leader", "job", "value", "against", "its lead", "one-sided p", "adjusted p",
+              "stopped"]
     cells = [[str(r["round"]), str(r["records"]), str(r["leader"]), str(r["job"]),
-              "" if r["value"] is None else f"{r['value']:.4f}", "" if r["lead"] is None else f"{r['lead']:+.4f}",
-              f"{r['p']:.2g}", "stopped" if r["stopped"] else ""] for r in rows]
+              "" if r["value"] is None else f"{r['value']:.4f}", "" if r["against"] is None else str(r["against"]),
+              "" if r["lead"] is None else f"{r['lead']:+.4f}", f"{r['p']:.2g}",
+              "" if r["adjusted_p"] is None else f"{r['adjusted_p']:.2g}", "stopped" if r["stopped"] else ""]
+             for r in rows]
     return _table("race", header, cells, ["failed" if r["stopped"] else "" for r in rows])
 
 

@@ -1,21 +1,30 @@
 """Racing checkpoints: score every candidate on growing nested subsets of the same samples and stop
-those that are worse than the round's leader with confidence, at a stated error rate.
+those shown worse than another with confidence, at a stated error rate.
 
 The statistics only (numpy; the sweeper in hydra_plugins/toolsweep_race runs the rounds):
 
 - Rounds: sample counts growing geometrically from `first` to the whole set; the subsets are
   nested (inference.subsample orders samples once, seeded and stratified), so round r pairs every
-  survivor with the leader on the same n_r samples.
-- Test per survivor against the leader, one-sided, on the headline metric in its declared
-  direction, H0: leader - other <= delta. Per-sample 0/1 grades: the exact sign (McNemar) test on
-  the discordant pairs (delta = 0). Other per-sample scores (judge scores), or a margin: a paired
-  sign-flip permutation test of (leader - other - delta). A pooled metric (F1 over counts): a
-  paired bootstrap of the difference.
-- Error control: Holm's step-down within a round at alpha_r, and alpha_r = alpha / R over the R
-  planned rounds (Bonferroni spending), so the chance of stopping any candidate that is in truth
-  no worse than delta below the best, over all jobs and rounds, is at most alpha. The leader is
-  chosen on the same data, which only makes each test harder to reject for the one truly best.
-- `keep` jobs are never stopped; survivors of the last round are scored on every sample.
+  two survivors on the same n_r samples.
+- Tests: every ordered pair (k, j) of the round's survivors, one-sided, on the headline metric in
+  its declared direction, H0: k - j <= delta. Per-sample 0/1 grades: the exact sign (McNemar) test
+  on the discordant pairs (delta = 0). Other per-sample scores (judge scores), or a margin: a
+  paired sign-flip permutation test of (k - j - delta), the same flips for every pair. A pooled
+  metric (F1 over counts): a paired bootstrap of the difference, the same resamples for every pair.
+- A job j is stopped when shown worse than SOME other job: its p-value is (C - 1) * min_k p(k, j)
+  for the race's C candidates (Bonferroni over every job it could be shown worse than), and Holm's
+  step-down over the round's tested jobs at alpha_r = alpha / R over the R planned rounds.
+  Why this holds whichever job leads: if j is in truth within delta of the best, every H0 (k, j)
+  is true, so its p-value is a valid one whatever the data made of the others; Holm then bounds
+  the chance of stopping any such job in a round by alpha_r, and the rounds together by alpha
+  (Bonferroni spending). Testing each job against the round's leader alone would not: the leader
+  is the job the same records favour most, which makes each such one-sided test close to a
+  two-sided one (two tied jobs: one of them stopped in about 2 alpha_r of rounds). The count
+  C - 1 is the race's, not the round's survivors': which jobs survive depends on the records.
+- The leader (the best value on the round's records) is recorded for display; no decision
+  depends on it.
+- `keep` jobs are never stopped (never tested) but show others worse; survivors of the last round
+  are scored on every sample.
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ import numpy as np
 import polars as pl
 
 from grading.errors import GradingError
-from grading.stats import resampled_statistics
+from grading.pairwise import BOOTSTRAPS, FLIPS, MAX_RESAMPLES, holm, holm_adjusted, pairwise_p
+from grading.pairwise import bootstrap_p, paired_p, permutation_p, sign_test_p  # noqa: F401 (as before)
 
 DEFAULT_ALPHA = 0.05
 
@@ -65,91 +75,23 @@ def round_sizes(total: int, first: int = 100, growth: float = 2.0, max_rounds: i
     return sizes
 
 
-def sign_test_p(better: int, worse: int) -> float:
-    """One-sided exact p that the leader is better: P(X >= better) for X ~ Bin(better + worse, 1/2)."""
-    n = better + worse
-    if n == 0:
-        return 1.0
-    logf = _log_factorials(n)
-    i = np.arange(better, n + 1)
-    return float(min(1.0, np.exp(logf[n] - logf[i] - logf[n - i] - n * math.log(2)).sum()))
-
-
-_LOGF = np.zeros(1)
-
-
-def _log_factorials(n: int) -> np.ndarray:
-    """log(k!) for k = 0..n (grown once, kept): the sign test's terms in log space, exact to float."""
-    global _LOGF
-    if _LOGF.size <= n:
-        _LOGF = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, 2 * n + 2, dtype=np.float64)))])
-    return _LOGF
-
-
-def permutation_p(diff: np.ndarray, delta: float = 0.0, n_resamples: int = 4000, seed: int = 0) -> float:
-    """One-sided paired sign-flip p for mean(diff) > delta (diff: leader minus other, per sample)."""
-    centred = np.asarray(diff, dtype=np.float64) - delta
-    if centred.size == 0:
-        return 1.0
-    observed = centred.mean()
-    rng = np.random.default_rng(seed)
-    signs = rng.choice((-1.0, 1.0), size=(n_resamples, centred.size))
-    flipped = (signs * centred).mean(axis=1)
-    return float((1 + np.sum(flipped >= observed - 1e-12)) / (n_resamples + 1))
-
-
-def paired_p(leader: np.ndarray, other: np.ndarray, higher_is_better: bool, delta: float = 0.0,
-             seed: int = 0) -> float:
-    """One-sided p that `leader` beats `other` by more than `delta` on paired per-sample scores."""
-    up = 1.0 if higher_is_better else -1.0
-    diff = up * (np.asarray(leader, dtype=np.float64) - np.asarray(other, dtype=np.float64))
-    binary = np.isin(leader, (0.0, 1.0)).all() and np.isin(other, (0.0, 1.0)).all()
-    if binary and delta == 0:
-        return sign_test_p(int(np.sum(diff > 0)), int(np.sum(diff < 0)))
-    return permutation_p(diff, delta, seed=seed)
-
-
-def bootstrap_p(leader: np.ndarray, other: np.ndarray, reduce: Callable[..., Optional[float]],
-                higher_is_better: bool, delta: float = 0.0, n_resamples: int = 2000, seed: int = 0) -> float:
-    """One-sided paired bootstrap p for a pooled metric (F1 over counts): samples are resampled
-    with the same indices for both jobs, and p is the share of resamples in which the leader's
-    lead is at most `delta`. `leader`, `other`: (samples, sources) arrays of the metric's sources."""
-    n = leader.shape[0]
-    if n == 0:
-        return 1.0
-    up = 1.0 if higher_is_better else -1.0
-
-    def lead(idx: np.ndarray) -> Optional[float]:
-        mine, theirs = reduce(*leader[idx].T), reduce(*other[idx].T)
-        return None if mine is None or theirs is None else up * (mine - theirs)
-
-    leads = resampled_statistics(lead, n, n_resamples, seed)
-    # a resample where the metric is undefined for either job (nan) shows no lead
-    behind = int(np.sum(np.isnan(leads) | (leads <= delta)))
-    return float((1 + behind) / (n_resamples + 1))
-
-
-def holm(pvalues: dict[str, float], alpha: float) -> set[str]:
-    """The hypotheses Holm's step-down rejects at family-wise level alpha."""
-    rejected: set[str] = set()
-    ordered = sorted(pvalues.items(), key=lambda item: (item[1], item[0]))
-    for rank, (name, p) in enumerate(ordered):
-        if p > alpha / (len(ordered) - rank):
-            break
-        rejected.add(name)
-    return rejected
-
-
 @dataclass
 class Decision:
-    """One survivor's test in a round."""
+    """One survivor's tests in a round: every other survivor against it."""
 
     job: str
     value: Optional[float]
     diff: Optional[float]
-    """leader - job, in the metric's direction (positive: the leader is better)."""
+    """against - job, in the metric's direction (positive: `against` is better)."""
     p: float
+    """The one-sided p of the pair (against, job): that `against` beats this job by more than delta."""
     stopped: bool
+    against: Optional[str] = None
+    """The other job that shows this one worse most strongly (smallest p); None with no other."""
+    adjusted_p: Optional[float] = None
+    """p times the race's candidates less one (the jobs it could be shown worse than), then Holm's
+    step-down over the round's tested jobs: stopped where at most the round's alpha. None for a
+    kept job, which is never tested."""
 
 
 @dataclass
@@ -158,37 +100,75 @@ class Round:
     size: int
     alpha: float
     leader: str
+    """The best value on the round's records: shown, not used by any decision."""
     values: dict[str, Optional[float]]
     decisions: list[Decision] = field(default_factory=list)
 
 
 def decide_round(number: int, size: int, scores: dict[str, np.ndarray], higher_is_better: bool,
                  alpha: float, rounds: int, keep: Sequence[str] = (), delta: float = 0.0,
-                 seed: int = 0, reduce: Optional[Callable[..., Optional[float]]] = None) -> Round:
-    """Round `number`'s leader and stops. `scores`: each survivor's per-sample scores on the round's
+                 seed: int = 0, reduce: Optional[Callable[..., Optional[float]]] = None,
+                 candidates: Optional[int] = None) -> Round:
+    """Round `number`'s stops: each survivor not kept is stopped where shown worse than some other
+    survivor (pairwise_p for every ordered pair; Bonferroni over the `candidates` - 1 jobs it could
+    be shown worse than, `candidates` the race's count, default the jobs in `scores`; Holm over the
+    tested jobs at alpha / rounds). `scores`: each survivor's per-sample scores on the round's
     samples, aligned (nan where a sample has no score: left out pairwise); for a pooled metric,
     `reduce` is its aggregation and each job's scores are a (samples, sources) array of its
     per-sample sources (a paired bootstrap tests it)."""
+    jobs = list(scores)
     means = {job: _value(values, reduce) for job, values in scores.items()}
     direction = 1.0 if higher_is_better else -1.0
-    ranked = [job for job in scores if means[job] is not None]
-    leader = max(ranked, key=lambda job: (direction * means[job], -list(scores).index(job))) if ranked else next(iter(scores))
+    ranked = [job for job in jobs if means[job] is not None]
+    leader = max(ranked, key=lambda job: (direction * means[job], -jobs.index(job))) if ranked else jobs[0]
     level = alpha / max(rounds, 1)
-    pvalues, diffs = {}, {}
-    for job in scores:
-        if job == leader or job in keep:
-            continue
-        if reduce is not None:
-            pvalues[job] = bootstrap_p(scores[leader], scores[job], reduce, higher_is_better, delta, seed=seed)
-            known = means[leader] is not None and means[job] is not None
-            diffs[job] = float(direction * (means[leader] - means[job])) if known else None
-            continue
-        both = ~(np.isnan(scores[leader]) | np.isnan(scores[job]))
-        pvalues[job] = paired_p(scores[leader][both], scores[job][both], higher_is_better, delta, seed)
-        diffs[job] = float(direction * (scores[leader][both].mean() - scores[job][both].mean())) if both.any() else None
-    stopped = holm(pvalues, level)
-    decisions = [Decision(job, means[job], diffs.get(job), pvalues.get(job, 1.0), job in stopped) for job in scores]
+    tested = [job for job in jobs if job not in keep]
+    others = max(candidates or 0, len(jobs)) - 1
+    table = pairwise_p(scores, higher_is_better, delta, seed, reduce, _resamples(level, len(tested) * others, reduce))
+    leads = _leads(scores, means, direction, reduce)
+    rivals = {job: _rival(table, leads, j) for j, job in enumerate(jobs)}
+    raw = {job: (1.0 if rivals[job] is None else float(table[rivals[job], j])) for j, job in enumerate(jobs)}
+    bonferroni = {job: min(1.0, others * raw[job]) if others else 1.0 for job in tested}
+    stopped, adjusted = holm(bonferroni, level), holm_adjusted(bonferroni)
+    decisions = [Decision(job, means[job], _known(leads, rivals[job], j), raw[job], job in stopped,
+                          None if rivals[job] is None else jobs[rivals[job]], adjusted.get(job))
+                 for j, job in enumerate(jobs)]
     return Round(number, size, level, leader, means, decisions)
+
+
+def _resamples(level: float, tests: int, reduce: Optional[Callable[..., Optional[float]]]) -> int:
+    """Draws for a resampling test whose smallest p, 1 / (draws + 1), is at most half the round's
+    first Holm level (level / tests): a job every draw shows worse can be stopped."""
+    default = FLIPS if reduce is None else BOOTSTRAPS
+    return default if tests <= 0 else min(MAX_RESAMPLES, max(default, math.ceil(2 * tests / level)))
+
+
+def _leads(scores: dict[str, np.ndarray], means: dict[str, Optional[float]], direction: float,
+           reduce: Optional[Callable[..., Optional[float]]]) -> np.ndarray:
+    """[k, j]: k's lead over j in the metric's direction, on the records both have (nan: unknown)."""
+    jobs = list(scores)
+    if reduce is not None:
+        values = np.array([math.nan if means[job] is None else means[job] for job in jobs])
+        return direction * (values[:, None] - values[None, :])
+    grades = np.stack([np.asarray(scores[job], dtype=np.float64) for job in jobs])
+    if not np.isnan(grades).any():  # every pair on every record: the means' differences
+        return direction * (grades.mean(axis=1)[:, None] - grades.mean(axis=1)[None, :])
+    both = ~(np.isnan(grades)[:, None, :] | np.isnan(grades)[None, :, :])
+    sums = np.where(both, np.nan_to_num(grades)[:, None, :] - np.nan_to_num(grades)[None, :, :], 0.0).sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return direction * sums / both.sum(axis=2)
+
+
+def _known(leads: np.ndarray, k: Optional[int], j: int) -> Optional[float]:
+    return None if k is None or np.isnan(leads[k, j]) else float(leads[k, j])
+
+
+def _rival(table: np.ndarray, leads: np.ndarray, j: int) -> Optional[int]:
+    """The job that shows job j worse most strongly: the smallest p, then the largest lead."""
+    others = [k for k in range(table.shape[0]) if k != j]
+    if not others:
+        return None
+    return min(others, key=lambda k: (table[k, j], -leads[k, j] if not np.isnan(leads[k, j]) else math.inf, k))
 
 
 def _value(values: np.ndarray, reduce: Optional[Callable[..., Optional[float]]]) -> Optional[float]:
@@ -251,7 +231,8 @@ def read_race(sweep_dir: Path) -> dict:
 
 def race_outcomes(sweep_dir: Path) -> dict[int, str]:
     """For a racing sweep (race.json), each stopped job's reason, by job number: the round and
-    records it stopped at, and the leader's lead with its p-value and level; {} for other sweeps."""
+    records it stopped at, the job it was shown worse than with its lead and one-sided p, and the
+    p adjusted for every comparison against the round's level; {} for other sweeps."""
     record = read_race(sweep_dir)
     total = record["sizes"][-1] if record.get("sizes") else None
     found = {}
@@ -259,12 +240,23 @@ def race_outcomes(sweep_dir: Path) -> dict[int, str]:
         for decision in outcome.get("decisions", []):
             if not decision["stopped"]:
                 continue
+            # a job stopped in the last round holds every record: its values are not partial
+            partial = " (partial)" if outcome["size"] != total else ""
             for job in decision_jobs(decision):
-                found[job] = (
-                    f"stopped at round {outcome['round']} after {outcome['size']} of {total} records (partial): "
-                    f"job {outcome['leader']} leads on {outcome['metric']} by {decision['diff']:.4f} "
-                    f"(one-sided p={decision['p']:.2g} < Holm level at alpha_r={outcome['alpha']:.3g})")
+                found[job] = (f"stopped at round {outcome['round']} after {outcome['size']} of {total} records"
+                              f"{partial}: {_shown_worse(outcome, decision)}")
     return found
+
+
+def _shown_worse(outcome: dict, decision: dict) -> str:
+    """Why a decision stopped its job; a race.json written before every pair was tested names the
+    round's leader and no adjusted p."""
+    if decision.get("adjusted_p") is None:
+        return (f"job {outcome['leader']} leads on {outcome['metric']} by {decision['diff']:.4f} "
+                f"(one-sided p={decision['p']:.2g} < Holm level at alpha_r={outcome['alpha']:.3g})")
+    return (f"job {decision['against']} leads it on {outcome['metric']} by {decision['diff']:.4f} "
+            f"(one-sided p={decision['p']:.2g}; adjusted for every job it was tested against and Holm over the "
+            f"round's jobs, p={decision['adjusted_p']:.2g} <= alpha_r={outcome['alpha']:.3g})")
 
 
 def decision_jobs(decision: dict) -> list[int]:
@@ -274,8 +266,10 @@ def decision_jobs(decision: dict) -> list[int]:
 
 
 def race_table(sweep_dir: Path) -> list[dict[str, object]]:
-    """race.json's rounds as rows (round, records, leader, job, value, lead, p, stopped) for reports."""
+    """race.json's rounds as rows (round, records, leader, job, value, against: the job that shows it
+    worse most strongly, lead: that job's lead, p, adjusted_p, stopped) for reports."""
     record = read_race(sweep_dir)
     return [{"round": o["round"], "records": o["size"], "leader": o["leader"], "job": d["job"], "value": d["value"],
-             "lead": d["diff"], "p": d["p"], "stopped": d["stopped"]}
+             "against": d.get("against", o["leader"] if d["job"] != o["leader"] else None), "lead": d["diff"],
+             "p": d["p"], "adjusted_p": d.get("adjusted_p"), "stopped": d["stopped"]}
             for o in record.get("rounds", []) for d in o.get("decisions", [])]

@@ -135,13 +135,14 @@ class RaceSweeper(Sweeper):
         the round's others, stand)."""
         size, rounds = record["sizes"][number - 1], len(record["sizes"])
         if number > len(record["rounds"]):
-            outcome = self._decide(sweep_dir, number, size, rounds, runs, keep)
+            outcome = self._decide(sweep_dir, number, size, rounds, runs, keep, len(units))
             record["rounds"].append(outcome)
             again: List[str] = []
         else:
             recorded = record["rounds"][number - 1]
             leader = [u for u in units if str(u[0]) == recorded.get("leader")]
-            outcome = self._decide(sweep_dir, number, size, rounds, leader + runs, keep | {str(u[0]) for u in leader})
+            outcome = self._decide(sweep_dir, number, size, rounds, leader + runs, keep | {str(u[0]) for u in leader},
+                                   len(units))
             again = [str(u[0]) for u in runs]
             record["rounds"][number - 1] = _rejoined(recorded, outcome, set(again))
         _write(sweep_dir, record)
@@ -158,7 +159,7 @@ class RaceSweeper(Sweeper):
         return load_records(cfg, benchmark).height
 
     def _decide(self, sweep_dir: Path, number: int, size: int, rounds: int, alive: List[List[int]],
-                keep: Set[str]) -> Dict[str, Any]:
+                keep: Set[str], candidates: int) -> Dict[str, Any]:
         from grading.race import decide_round, job_scores
 
         failed, scores, metric = {}, {}, None
@@ -179,7 +180,7 @@ class RaceSweeper(Sweeper):
             return {**outcome, "leader": None, "alpha": None, "metric": None, "decisions": []}
         decided = decide_round(number, size, arrays, bool(metric.higher_is_better), self.settings["alpha"], rounds,
                                keep=sorted(keep), delta=self.settings["delta"], seed=self.settings["seed"],
-                               reduce=None if metric.per_sample else metric.reduce)
+                               reduce=None if metric.per_sample else metric.reduce, candidates=candidates)
         members = {str(unit[0]): unit for unit in alive}
         return {**outcome, "leader": decided.leader, "alpha": decided.alpha, "metric": metric.name, "n": len(ids),
                 "decisions": [{**asdict(d), **({"jobs": members[d.job]} if len(members[d.job]) > 1 else {})}

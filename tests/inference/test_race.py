@@ -153,7 +153,7 @@ def _predicted(right: np.ndarray, records: pl.DataFrame, sizes: list[int]) -> tu
         ids = subsample(records, BENCHMARK, SimpleNamespace(subsample=size))["sample_id"].to_list()
         rows = [index[i] for i in ids]
         result = decide_round(number, size, {job: right[int(job), rows].astype(float) for job in alive}, True, 0.05,
-                              len(sizes))
+                              len(sizes), candidates=len(right))
         spent, previous = spent + len(alive) * (size - previous), size
         stops.append([d.job for d in result.decisions if d.stopped])
         alive = [job for job in alive if job not in stops[-1]]
@@ -202,14 +202,19 @@ def test_a_race_over_eight_checkpoints_killed_after_its_first_round_picks_the_be
         ids = subsample(records, BENCHMARK, SimpleNamespace(subsample=outcome["size"]))["sample_id"].to_list()
         scores = {job: job_scores(sweep / job)[0] for job in alive}
         again = decide_round(outcome["round"], outcome["size"], {job: np.array([scores[job][i] for i in ids])
-                                                                 for job in alive}, True, 0.05, 2)
+                                                                 for job in alive}, True, 0.05, 2, candidates=len(STEPS))
         assert again.leader == outcome["leader"]
         assert [(d.job, d.stopped) for d in again.decisions] == [(d["job"], d["stopped"]) for d in outcome["decisions"]]
         alive = [j for j in alive if j not in {d.job for d in again.decisions if d.stopped}]
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
     stopped = board.filter(status="stopped")
     assert set(stopped["job"].to_list()) == {int(j) for j in sum(stops, [])}
-    assert stopped["reason"].str.contains("stopped at round").all() and (stopped["n"] < 1000).all()
+    assert stopped["reason"].str.contains("stopped at round").all()
+    stopped_after = {int(j): o["size"] for o in race["rounds"] for j in (d["job"] for d in o["decisions"] if d["stopped"])}
+    assert dict(stopped.select("job", "n").rows()) == stopped_after, "a stopped job's metrics: its rounds' records"
+    assert all(d["against"] in {other["job"] for other in o["decisions"]} and d["adjusted_p"] <= o["alpha"]
+               for o in race["rounds"] for d in o["decisions"] if d["stopped"]), "whom each was shown worse than"
+    assert all(("(partial)" in reason) == (stopped_after[job] < 1000) for job, reason in stopped.select("job", "reason").rows())
     assert (sweep / "leaderboard.png").is_file(), "stopped jobs are partial points of the plot"
     assert "<h2>Race</h2>" in (sweep / "report.html").read_text(), "the report shows the race round by round"
     assert board.filter(job=int(best))["n"].to_list() == [1000]
@@ -232,10 +237,12 @@ def _engine_option(folder: Path, name: str, base: str, **values: str) -> None:
 @pytest.mark.vllm
 def test_a_race_through_the_real_engine_generates_each_record_once_across_rounds(tmp_path, tiny_model, scratch_env):
     """Three candidates on the bundled sample (12 records, 2 samples each: decoding.samples), rounds
-    of 6 and 12 records: stored gold answers (the leader), stored wrong answers (stopped after round
-    1), and the tiny seeded model through vLLM, kept to the end (`keep`). The kept job's second
-    round resumes its own run: it generates only the 6 new records' 12 samples and reads the rest
-    from its store, so each record is generated once over the race."""
+    of 8 and 12 records: stored gold answers (the leader), stored wrong answers (stopped after round
+    1: 8 records to none, p = 1/256, times 2 for the two jobs it could be shown worse than, under
+    Holm's 0.025 / 2; 6 records could not show it), and the tiny seeded model through vLLM, kept to
+    the end (`keep`). The kept job's second round resumes its own run: it generates only the 4 new
+    records' 8 samples and reads the rest from its store, so each record is generated once over the
+    race."""
     from inference.benchmarks.petoolbench import load_petoolbench as load
     from inference.repeats import repeat_samples
     from tests.conftest import SAMPLE
@@ -251,23 +258,23 @@ def test_a_race_through_the_real_engine_generates_each_record_once_across_rounds
     sweep = tmp_path / "sweep"
     done = subprocess.run(
         [sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", f"hydra.searchpath=[file://{conf}]",
-         "hydra/sweeper=race", "hydra.sweeper.first=6", "hydra.sweeper.keep=[tiny]", "engine=gold,wrong,tiny",
+         "hydra/sweeper=race", "hydra.sweeper.first=8", "hydra.sweeper.keep=[tiny]", "engine=gold,wrong,tiny",
          "model=local", f"model.path={tiny_model}", "dataset.limit=4", "decoding.samples=2",
          "decoding.temperature=0.7", "decoding.max_new_tokens=16", "decoding.constraint=none"],
         cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     race = json.loads((sweep / "race.json").read_text())
-    assert race["sizes"] == [6, 12]
+    assert race["sizes"] == [8, 12]
     assert [[(d["job"], d["stopped"]) for d in o["decisions"]] for o in race["rounds"]] == [
         [("0", False), ("1", True), ("2", False)], [("0", False), ("2", False)]]
     assert race["rounds"][0]["leader"] == "0" and race["rounds"][0]["decisions"][0]["value"] == 1.0
     facts = json.loads((sweep / "2" / "run.json").read_text())
-    assert facts["generation"]["engine_calls"] == 12 and facts["generation"]["stored_hits"] == 12, \
-        "round 2 generated the 6 new records' 2 samples each and read round 1's 12 from its store"
+    assert facts["generation"]["engine_calls"] == 8 and facts["generation"]["stored_hits"] == 16, \
+        "round 2 generated the 4 new records' 2 samples each and read round 1's 16 from its store"
     tiny = pl.read_parquet(sweep / "2" / "samples.parquet")
     assert tiny.height == 24 and tiny["output_tokens"].min() > 0 and tiny["error"].is_null().all()
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
-    assert board.sort("job").select("status", "n").rows() == [("complete", 24), ("stopped", 12), ("complete", 24)], "n: samples"
+    assert board.sort("job").select("status", "n").rows() == [("complete", 24), ("stopped", 16), ("complete", 24)], "n: samples"
 
 
 def test_an_etapp_race_stops_the_clearly_worse_checkpoint_after_one_round_on_judge_scores(tmp_path, etapp_data):
