@@ -279,11 +279,12 @@ def bench_prompts(data: Path, repeats: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- racing sweeps (simulated, no model)
-def bench_race(races: int = 500) -> dict[str, Any]:
-    """Racing's pick, stops and spend on simulated training curves (scripts/race_sim.py), default settings."""
-    from race_sim import simulate
+def bench_race(races: int = 500, tie_races: int = 2000) -> dict[str, Any]:
+    """Racing's pick, stops and spend on simulated training curves (scripts/race_sim.py), default
+    settings, and how often it stops a job tied with the best (2, 10, 20 tied jobs)."""
+    from race_sim import simulate, ties
 
-    return simulate(races)
+    return {**simulate(races), "ties": ties(tie_races)}
 
 
 # ---------------------------------------------------------------- job overhead

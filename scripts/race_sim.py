@@ -1,17 +1,21 @@
 """Racing, simulated (no model): how often a race picks the best checkpoint, how often it stops the
 true best, and what it spends against a full sweep. `make bench` runs it (section `race`);
-`python scripts/race_sim.py --races 500` alone writes docs/race-simulation.json and .png.
+`python scripts/race_sim.py --races 500` alone writes docs/race-simulation.json and .png,
+and docs/race-ties.json.
 
 Per-sample correctness of checkpoint k on sample i is 1[a_k + z_i + e_ki > 0]: z_i the sample's
 ease (shared by all checkpoints: a hard sample is hard for all), e_ki an AR(1) noise across
 checkpoints (neighbours make correlated mistakes, rho 0.8), both N(0, 1), so checkpoint k's true
-accuracy is Phi(a_k / sqrt(2)). Three training curves of 20 checkpoints over 3000 samples.
+accuracy is Phi(a_k / sqrt(2)). Three training curves of 20 checkpoints over 3000 samples, and ties:
+K checkpoints all of accuracy 0.7 (K = 2, 10, 20), where any stop is an error: the share of races
+that stop a given tied job (job 0), and any of them, must stay within alpha.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -61,7 +65,7 @@ def race(grades: np.ndarray, alpha: float, first: int, growth: float, keep: tupl
         spent += len(alive) * (size - previous)  # the cache: each round generates only its new samples
         previous = size
         result = decide_round(number, size, {job: grades[int(job), :size] for job in alive}, True, alpha,
-                              len(sizes), keep)
+                              len(sizes), keep, candidates=grades.shape[0])
         for decision in result.decisions:
             if decision.stopped:
                 stopped_at[decision.job] = number
@@ -94,6 +98,31 @@ def simulate(races: int = 500, alpha: float = DEFAULT_ALPHA, first: int = 100, g
                          "samples": SAMPLES, "rho": RHO}, "curves": results}
 
 
+def ties(races: int = 2000, jobs: tuple[int, ...] = (2, 10, 20), accuracy: float = 0.7, alpha: float = DEFAULT_ALPHA,
+         first: int = 100, growth: float = 2.0, seed: int = 0) -> dict[str, Any]:
+    """How often a race stops a job tied with the best: `jobs` checkpoints all of `accuracy` (any
+    stop is an error), over `races` races each; rates with their 95% Wilson intervals."""
+    results = {}
+    for count in jobs:
+        rng = np.random.default_rng(seed)
+        given, anyone, stops = 0, 0, 0
+        for _ in range(races):
+            stopped = race(correctness(np.full(count, accuracy), rng), alpha, first, growth)["stopped"]
+            given, anyone, stops = given + ("0" in stopped), anyone + bool(stopped), stops + len(stopped)
+        results[str(count)] = {"given_job_stopped": _rate(given, races), "any_job_stopped": _rate(anyone, races),
+                               "mean_job_stopped": stops / (count * races), "races": races}
+    return {"settings": {"alpha": alpha, "first": first, "growth": growth, "accuracy": accuracy, "samples": SAMPLES,
+                         "rho": RHO}, "jobs": results}
+
+
+def _rate(hits: int, trials: int, z: float = 1.959963984540054) -> dict[str, float]:
+    """hits / trials with its 95% Wilson score interval."""
+    share = hits / trials
+    centre = (share + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return {"rate": share, "low": max(0.0, centre - half), "high": min(1.0, centre + half), "hits": hits}
+
+
 def plot(figures: list[dict[str, Any]], path: Path) -> None:
     from grading.plots import new_figure
 
@@ -114,13 +143,19 @@ def plot(figures: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--races", type=int, default=500)
+    parser.add_argument("--tie-races", type=int, default=2000, help="races per count of tied jobs")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs")
     args = parser.parse_args(argv)
     variants = [dict(), dict(first=50), dict(first=200), dict(growth=1.5), dict(alpha=0.1)]
     figures = [simulate(args.races, **variant) for variant in variants]
+    tied = ties(args.tie_races)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "race-simulation.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    (args.out / "race-ties.json").write_text(json.dumps(tied, indent=2) + "\n", encoding="utf-8")
     plot(figures, args.out / "race-simulation.png")
+    print(json.dumps(tied["settings"]))
+    for count, values in tied["jobs"].items():
+        print(f"  {count} tied: {json.dumps(values)}")
     for figure in figures:
         print(json.dumps(figure["settings"]))
         for shape, values in figure["curves"].items():
