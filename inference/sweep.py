@@ -154,8 +154,9 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     start = time.perf_counter()
     worker = None
     if workers.ACTIVE is not None:  # the warm launcher's: the job runs on its worker
-        returncode, log, worker, devices = workers.ACTIVE.run(task_overrides, argv, run_dir / "job.log",
-                                                              run_dir.parent, job_num, gpus_per_job)
+        returncode, log, worker, devices = workers.ACTIVE.run(
+            task_overrides, argv, run_dir / "job.log", {**os.environ, CHILD_FLAG: "1"},
+            lambda: gpu_slot(run_dir.parent, job_num, gpus_per_job))
     else:
         env = {**os.environ, CHILD_FLAG: "1"}
         with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:

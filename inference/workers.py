@@ -5,7 +5,7 @@ before its first token. Under `hydra/launcher=local` with `hydra.launcher.reuse_
 default) the launcher (hydra_plugins/toolsweep_launcher) orders the jobs so that those with the
 same engine run back to back, and each job runs in a worker: a child process that runs the very
 command a cold job's process would (`toolsweep OVERRIDES hydra.run.dir=JOB_DIR`, through the same
-entry point), one job after another, with the engine pool on (inference.engines.EnginePool), so
+entry point: inference/worker.py), one job after another, with the engine pool on (inference.engines.EnginePool), so
 the next job with an equal engine is handed the loaded one.
 
 A job whose engine differs (model, dtype, length, quantization, constraint backend, seed, engine
@@ -18,13 +18,11 @@ lock, run.log and job.log; its output reaches the sweep's console as a cold job'
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import traceback
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, ContextManager, Optional, Sequence
 
 DONE = b"\x1e\x1etoolsweep-worker-job-done "
 """Ends a job's output on the worker's stdout, followed by its result as one JSON line."""
@@ -67,7 +65,7 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = devices
         from inference.run import _die_with_parent
 
-        self.process = subprocess.Popen([sys.executable, "-m", "inference.workers"], env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", "inference.worker"], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         preexec_fn=_die_with_parent)
         self.devices = devices
@@ -148,16 +146,17 @@ class Workers:
         self.current: Optional[Worker] = None
         self.started = 0
 
-    def run(self, task_overrides: Sequence[str], argv: Sequence[str], log_path: Path, sweep_dir: Path,
-            job_num: int, gpus_per_job: int) -> tuple[int, str, str, Optional[str]]:
-        """Run a job on a worker whose engine fits it (a fresh one where none does); returns its exit
-        code, its log, how its worker came to be (fresh or warm) and the worker's GPUs."""
-        key = self.keys.get(tuple(task_overrides), f"unknown job {job_num}")
+    def run(self, task_overrides: Sequence[str], argv: Sequence[str], log_path: Path, env: dict[str, str],
+            slot: Callable[[], ContextManager[Optional[str]]]) -> tuple[int, str, str, Optional[str]]:
+        """Run a job on a worker whose engine fits it (a fresh one, started with `env` on the GPUs
+        `slot` holds for it, where none does); returns its exit code, its log, how its worker came
+        to be (fresh or warm) and the worker's GPUs."""
+        key = self.keys.get(tuple(task_overrides), f"unknown job {' '.join(task_overrides)}")
         worker = self.current
         how = "warm"
         if worker is None or worker.process.poll() is not None or not compatible(worker.key, key):
             self.close()
-            worker = self.current = self._start(sweep_dir, job_num, gpus_per_job)
+            worker = self.current = self._start(env, slot)
             how = "fresh"
         if key:
             worker.key = key
@@ -168,13 +167,11 @@ class Workers:
             self.close()
         return returncode, text, how, worker.devices
 
-    def _start(self, sweep_dir: Path, job_num: int, gpus_per_job: int) -> Worker:
-        from inference.sweep import CHILD_FLAG, gpu_slot
-
+    def _start(self, env: dict[str, str], slot: Callable[[], ContextManager[Optional[str]]]) -> Worker:
         stack = ExitStack()
-        devices = stack.enter_context(gpu_slot(sweep_dir, job_num, gpus_per_job))
+        devices = stack.enter_context(slot())  # held while the worker lives
         self.started += 1
-        return Worker({**os.environ, CHILD_FLAG: "1"}, devices, stack)
+        return Worker(env, devices, stack)
 
     def close(self) -> None:
         if self.current is not None:
@@ -192,65 +189,3 @@ def close_active() -> None:
     if ACTIVE is not None:
         ACTIVE.close()
         ACTIVE = None
-
-
-# ------------------------------------------------------------------------------- the worker process
-def _exit_code(exc: SystemExit) -> int:
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    print(exc.code, file=sys.stderr)  # as the interpreter does for sys.exit("message")
-    return 1
-
-
-def run_one(argv: list[str]) -> tuple[int, bool]:
-    """One job through toolsweep's entry point, as its own process would run it; returns its exit
-    code and whether the worker is still fit for another (an unexpected error may have left the
-    engine or the interpreter in any state)."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    from inference.cli import main
-
-    environ, cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
-    sys.argv = ["toolsweep", *argv]
-    GlobalHydra.instance().clear()
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = _exit_code(exc)
-    except BaseException:  # noqa: BLE001 - the job's failure is its exit code; the worker reports it
-        traceback.print_exc()
-        code = 1
-    finally:
-        sys.argv = saved_argv
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(environ)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    # toolsweep's own errors (exit 2: a bad input, the error budget) leave the engine as it was
-    return code, code in (0, 2)
-
-
-def worker_main() -> None:
-    """`python -m inference.workers`: run the jobs read from stdin (one JSON line each) until it
-    closes, each ended on stdout by DONE and its result."""
-    from inference.engines import POOL
-
-    POOL.enabled = True
-    out = sys.stdout.buffer
-    for line in sys.stdin:
-        request = json.loads(line)
-        code, healthy = run_one(request["argv"])
-        if not healthy:
-            POOL.clear()
-        out.write(DONE + json.dumps({"returncode": code, "healthy": healthy}).encode() + b"\n")
-        out.flush()
-        if not healthy:
-            return
-
-
-if __name__ == "__main__":
-    worker_main()

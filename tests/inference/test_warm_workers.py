@@ -68,7 +68,7 @@ def _worker_pids(parent: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if stat.rsplit(")", 1)[1].split()[1] == str(parent) and b"inference.workers" in cmdline:
+        if stat.rsplit(")", 1)[1].split()[1] == str(parent) and b"inference.worker" in cmdline:
             found.append(int(entry.name))
     return found
 
