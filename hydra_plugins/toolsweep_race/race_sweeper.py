@@ -1,7 +1,7 @@
 """`hydra/sweeper=race`: a racing sweep. Every job (checkpoint) is scored on growing nested
 subsets of the benchmark's samples (`dataset.subsample`, one seeded order stratified by setting);
-after each round, jobs worse than the round's leader with confidence are stopped (grading/race.py
-says how, and how the error rate is controlled); the survivors of the last round are scored on
+after each round, jobs shown worse than some other job with confidence are stopped (grading/race.py
+says how, and how the error rate is controlled whichever job leads); the survivors of the last round are scored on
 every sample. Rounds run through whichever launcher is configured (local, local_gpus, slurm).
 
 Each job keeps its own dir across rounds (`hydra.sweep.subdir` = its number), so round r's run
@@ -37,7 +37,7 @@ class RaceSweeperConf:
     alpha: float = 0.05
     """Family-wise error: the chance of stopping any job no worse than delta below the best."""
     delta: float = 0.0
-    """Stop only jobs worse than the leader by more than this (in the metric's units: 0.01 = 1 point)."""
+    """Stop only jobs worse than another job by more than this (in the metric's units: 0.01 = 1 point)."""
     first: int = 100
     """Records in the first round (at least 1); each next round `growth` times more, the last one all of them."""
     growth: float = 2.0
@@ -80,7 +80,7 @@ class RaceSweeper(Sweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [" ".join(j) for j in jobs],
+        record = _resumable(sweep_dir, {"settings": self.settings, "jobs": [list(j) for j in jobs],
                                         "sizes": sizes, "rounds": []})
         units = race_units(jobs)
         keep = {str(unit[0]) for unit in units if kept & set(unit)}
@@ -297,13 +297,22 @@ def _write(sweep_dir: Path, record: Dict[str, Any]) -> None:
     atomic_write_text(sweep_dir / RACE_FILE, json.dumps(record, indent=2) + "\n")
 
 
+def _stop_said(decision: dict[str, Any]) -> str:
+    """A stopped job as the console says it: whom it was shown worse than, by how much, and the p
+    adjusted for every comparison the race makes (race.json's older records have only the leader's)."""
+    if decision.get("against") is None:
+        return f"job {decision['job']} (behind by {decision['diff']:.3f}, p={decision['p']:.2g})"
+    return (f"job {decision['job']} (behind job {decision['against']} by {decision['diff']:.3f}, one-sided "
+            f"p={decision['p']:.2g}, adjusted p={decision['adjusted_p']:.2g})")
+
+
 def _say(outcome: dict[str, Any], rounds: int, again: Sequence[str] = ()) -> None:
     stopped = [d for d in outcome.get("decisions", []) if d["stopped"]]
     rerun = f" (run again for job {', '.join(again)})" if again else ""
     line = (f"[toolsweep] race round {outcome['round']}/{rounds}{rerun}: {outcome['size']} records, leader job "
             f"{outcome['leader']}")
     if stopped:
-        line += "; stopped " + ", ".join(f"job {d['job']} (behind by {d['diff']:.3f}, p={d['p']:.2g})" for d in stopped)
+        line += "; stopped " + ", ".join(_stop_said(d) for d in stopped)
     if outcome.get("failed"):
         line += "; failed " + ", ".join(outcome["failed"])
     print(line, file=sys.stdout, flush=True)

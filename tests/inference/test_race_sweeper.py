@@ -153,3 +153,7 @@ def test_the_progress_count_covers_every_round_of_the_survivors(tmp_path):
     lines = re.findall(r"^\[toolsweep\] job (\d+)/(\d+): .*?(?:left for (\d+) job\(s\))?$", done.stdout, re.MULTILINE)
     assert [(int(n), int(total)) for n, total, _ in lines] == [(0, 4), (1, 4), (2, 3)]
     assert [int(left) if left else 0 for _, _, left in lines] == [3, 2, 0]
+    # each job's overrides recorded whole (a value with spaces stays one), the stop said against whom
+    assert all(isinstance(job, list) for job in race["jobs"]) and f"model.path={folders['wrong']}" in race["jobs"][1]
+    assert re.search(r"stopped job 1 \(behind job 0 by [\d.]+, one-sided p=\S+, adjusted p=\S+\)", done.stdout), \
+        done.stdout
