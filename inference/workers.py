@@ -31,8 +31,10 @@ DONE = b"\x1e\x1etoolsweep-worker-job-done "
 def engine_key(job_config: Any) -> str:
     """Which jobs may share one worker's engine: the parts of a job's composed config that its
     engine is built from (everything of model and engine, and the decoding options vLLM takes at
-    start). Two jobs with equal keys build equal engines; jobs whose engine loads no model (replay,
-    script, a server) need none and share any worker ("")."""
+    start). Two jobs with equal keys build equal engines (the pool keeps those it can; any other
+    engine that loads weights here is loaded again in the same worker, the last one's memory freed
+    with its job); jobs whose engine loads no weights here (replay, script, a server) share any
+    worker ("")."""
     from omegaconf import OmegaConf
 
     from inference.engines import engine_class
@@ -43,10 +45,11 @@ def engine_key(job_config: Any) -> str:
         decoding = job_config.decoding
         started = {"seed": decoding.seed, "constraint": decoding.constraint, "sampled": decoding.temperature > 0,
                    "compile_timeout_s": decoding.get("compile_timeout_s")}
-        kept = hasattr(engine_class(str(engine["target"])), "reuse_key")
+        cls = engine_class(str(engine["target"]))
+        weights = sys.modules[cls.__module__].CONFIG.needs_weights
     except Exception as exc:  # noqa: BLE001 - a job whose config does not resolve fails in its own worker
         return f"unresolved: {exc}"
-    if not kept:  # an engine the pool never keeps (replay, a script, a server's client)
+    if not weights:  # no model in this process (replay, a script, a server's client)
         return ""
     return json.dumps({"model": model, "engine": engine, "decoding": started}, sort_keys=True, default=str)
 
