@@ -73,7 +73,6 @@ class Worker:
                                         preexec_fn=_die_with_parent)
         self.devices = devices
         self.key: Optional[str] = None
-        self.jobs = 0
         self._stack = stack
         self._pending = b""
 
@@ -81,7 +80,6 @@ class Worker:
         """Run one job (`toolsweep ARGV`) here, its output to `log_path` and this process's stdout;
         returns (exit code, the log's text, whether this worker can take another job)."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        result: Optional[dict[str, Any]] = None
         with open(log_path, "wb") as log:
             try:
                 self.process.stdin.write((json.dumps({"argv": list(argv)}) + "\n").encode())
@@ -89,7 +87,6 @@ class Worker:
             except (BrokenPipeError, OSError):
                 pass  # the worker is gone: its exit code is the job's
             result = self._stream(log)
-        self.jobs += 1
         text = log_path.read_text(encoding="utf-8", errors="replace")
         if result is None:  # the worker died during the job
             return self.process.wait(), text, False
@@ -147,7 +144,6 @@ class Workers:
         self.keys: dict[tuple[str, ...], str] = {}
         """Each job's engine key, by its overrides (set by the launcher before it runs them)."""
         self.current: Optional[Worker] = None
-        self.started = 0
 
     def run(self, task_overrides: Sequence[str], argv: Sequence[str], log_path: Path, env: dict[str, str],
             slot: Callable[[], ContextManager[Optional[str]]]) -> tuple[int, str, str, Optional[str]]:
@@ -173,7 +169,6 @@ class Workers:
     def _start(self, env: dict[str, str], slot: Callable[[], ContextManager[Optional[str]]]) -> Worker:
         stack = ExitStack()
         devices = stack.enter_context(slot())  # held while the worker lives
-        self.started += 1
         return Worker(env, devices, stack)
 
     def close(self) -> None:
