@@ -13,9 +13,16 @@ import os
 import sys
 from typing import Any, Callable, Iterable
 
-# vLLM otherwise installs its own console handler at import; without it its records reach the
-# root logger, whose handlers Hydra set up (console + run.log).
-os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+
+def library_environment() -> None:
+    """What the libraries must find in the environment when they are imported, whenever that is
+    (a warm worker's later job may be the first to import vLLM, after its environment was reset)."""
+    # vLLM otherwise installs its own console handler at import; without it its records reach the
+    # root logger, whose handlers Hydra set up (console + run.log).
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+
+
+library_environment()
 
 _STATE: dict[str, Any] = {"quiet": False}
 

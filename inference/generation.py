@@ -281,7 +281,10 @@ class Generator:
             with self.timer.phase("model_load"):
                 self._engine = make_engine(self.role, self.max_model_len, sample_ids, self.partial)
             # a sweep's warm worker hands a job the engine an earlier job of the same engine loaded
-            self.engine_start = {"how": POOL.last_start, "s": self.timer.phases["model_load"]}
+            self.engine_start = {"how": POOL.last_start, "s": self.timer.phases["model_load"],
+                                 **({"not_swapped": POOL.last_reason} if POOL.last_reason else {})}
+            if POOL.last_reason:
+                marker(f"a new engine: the loaded one could not take this checkpoint ({POOL.last_reason})")
         return self._engine
 
     def _sharded(self, requests: list[Request], keys: list[str]) -> list[Generation]:

@@ -152,11 +152,12 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     # the sweep's hydra.searchpath (config groups of the user's own) composes the child's config too
     argv = [*task_overrides, *search_path, f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
-    worker = None
+    worker = why = None
     if workers.ACTIVE is not None:  # the warm launcher's: the job runs on its worker
         returncode, log, worker, devices = workers.ACTIVE.run(
             task_overrides, argv, run_dir / "job.log", {**os.environ, CHILD_FLAG: "1"},
             lambda: gpu_slot(run_dir.parent, job_num, gpus_per_job))
+        why = workers.ACTIVE.why_fresh
     else:
         env = {**os.environ, CHILD_FLAG: "1"}
         with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:
@@ -169,7 +170,8 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
                "reason": None if returncode == 0 else failure_reason(returncode, log),
                "returncode": returncode, "overrides": list(task_overrides),
                "model_path": override_value(task_overrides, "model.path"),
-               "cuda_visible_devices": devices, "worker": worker, "wall_s": round(time.perf_counter() - start, 3)}
+               "cuda_visible_devices": devices, "worker": worker,
+               **({"fresh_worker_because": why} if why else {}), "wall_s": round(time.perf_counter() - start, 3)}
     (run_dir / "job.json").write_text(json.dumps(outcome, indent=2) + "\n", encoding="utf-8")
     _report(job_num, outcome, False, run_dir)
     return outcome

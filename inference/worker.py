@@ -21,18 +21,26 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def run_one(argv: list[str]) -> tuple[int, bool]:
-    """One job through toolsweep's entry point, as its own process would run it; returns its exit
-    code and whether the worker is still fit for another (an unexpected error may have left the
-    engine or the interpreter in any state)."""
+def run_one(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[int, bool]:
+    """One job through toolsweep's entry point, as its own process would run it (with `env` as its
+    environment and `cwd` as its working dir where given); returns its exit code and whether the
+    worker is still fit for another (an unexpected error may have left the engine or the
+    interpreter in any state)."""
     from hydra.core.global_hydra import GlobalHydra
 
     from inference.cli import main
+    from inference.console import library_environment
 
-    environ, cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    environ, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
     sys.argv = ["toolsweep", *argv]
     GlobalHydra.instance().clear()
     try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        library_environment()
+        if cwd is not None:
+            os.chdir(cwd)
         main()
         code = 0
     except SystemExit as exc:
@@ -42,7 +50,7 @@ def run_one(argv: list[str]) -> tuple[int, bool]:
         code = 1
     finally:
         sys.argv = saved_argv
-        os.chdir(cwd)
+        os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(environ)
         sys.stdout.flush()
@@ -52,17 +60,22 @@ def run_one(argv: list[str]) -> tuple[int, bool]:
 
 
 def worker_main() -> None:
-    """`python -m inference.worker`: run the jobs read from stdin (one JSON line each) until it
-    closes, each ended on stdout by DONE and its result."""
+    """`python -m inference.worker`: run the jobs read from stdin (one JSON line each: `argv`, and
+    optionally `env` and `cwd`) until it closes, each ended on stdout by DONE and its result (and on
+    stderr by DONE alone where the request asks for `split` output, its reader keeping the two apart)."""
     from inference.engines import POOL
 
     POOL.enabled = True
     out = sys.stdout.buffer
     for line in sys.stdin:
         request = json.loads(line)
-        code, healthy = run_one(request["argv"])
+        code, healthy = run_one(request["argv"], request.get("env"), request.get("cwd"))
+        healthy = healthy and not POOL.broken  # a failed swap leaves the engine's memory in doubt
         if not healthy:
             POOL.clear()
+        if request.get("split"):
+            sys.stderr.buffer.write(DONE + b"\n")
+            sys.stderr.flush()
         out.write(DONE + json.dumps({"returncode": code, "healthy": healthy}).encode() + b"\n")
         out.flush()
         if not healthy:

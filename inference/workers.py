@@ -28,13 +28,14 @@ DONE = b"\x1e\x1etoolsweep-worker-job-done "
 """Ends a job's output on the worker's stdout, followed by its result as one JSON line."""
 
 
-def engine_key(job_config: Any) -> str:
+def engine_key(job_config: Any, swap: bool = False) -> str:
     """Which jobs may share one worker's engine: the parts of a job's composed config that its
     engine is built from (everything of model and engine, and the decoding options vLLM takes at
     start). Two jobs with equal keys build equal engines (the pool keeps those it can; any other
     engine that loads weights here is loaded again in the same worker, the last one's memory freed
     with its job); jobs whose engine loads no weights here (replay, script, a server) share any
-    worker ("")."""
+    worker (""). With `swap`, the checkpoint is named by its shape (inference.checkpoints) where the
+    engine can take another checkpoint's weights in place: checkpoints of one shape share a key."""
     from omegaconf import OmegaConf
 
     from inference.engines import engine_class
@@ -51,6 +52,12 @@ def engine_key(job_config: Any) -> str:
         return f"unresolved: {exc}"
     if not weights:  # no model in this process (replay, a script, a server's client)
         return ""
+    if swap and hasattr(cls, "swap") and not model.get("lora"):
+        from inference.checkpoints import shape_key
+
+        shape = shape_key(str(model["path"]))
+        if shape is not None:
+            model = {**{k: v for k, v in model.items() if k not in ("path", "name", "embedded")}, "shape": shape}
     return json.dumps({"model": model, "engine": engine, "decoding": started}, sort_keys=True, default=str)
 
 
@@ -142,8 +149,14 @@ class Workers:
 
     def __init__(self) -> None:
         self.keys: dict[tuple[str, ...], str] = {}
-        """Each job's engine key, by its overrides (set by the launcher before it runs them)."""
+        """Each job's engine key (checkpoints named by their shape where they swap: engine_key), by
+        its overrides (set by the launcher before it runs them)."""
+        self.paths: dict[tuple[str, ...], str] = {}
+        """Each job's checkpoint folder, by its overrides (the launcher's too)."""
         self.current: Optional[Worker] = None
+        self.held_path: Optional[str] = None
+        self.why_fresh: Optional[str] = None
+        """Why the last job's worker is a fresh one where a worker with an engine was there before."""
 
     def run(self, task_overrides: Sequence[str], argv: Sequence[str], log_path: Path, env: dict[str, str],
             slot: Callable[[], ContextManager[Optional[str]]]) -> tuple[int, str, str, Optional[str]]:
@@ -151,20 +164,35 @@ class Workers:
         `slot` holds for it, where none does); returns its exit code, its log, how its worker came
         to be (fresh or warm) and the worker's GPUs."""
         key = self.keys.get(tuple(task_overrides), f"unknown job {' '.join(task_overrides)}")
+        path = self.paths.get(tuple(task_overrides))
         worker = self.current
-        how = "warm"
+        how, self.why_fresh = "warm", None
         if worker is None or worker.process.poll() is not None or not compatible(worker.key, key):
+            if worker is not None and worker.process.poll() is None and worker.key and key:
+                self.why_fresh = self._why_not_kept(path)
+                print(f"[toolsweep] a new worker and engine: {self.why_fresh}", flush=True)
             self.close()
             worker = self.current = self._start(env, slot)
             how = "fresh"
         if key:
             worker.key = key
+            self.held_path = path
         elif worker.key is None:
             worker.key = ""
         returncode, text, healthy = worker.run(argv, log_path)
         if not healthy:
             self.close()
         return returncode, text, how, worker.devices
+
+    def _why_not_kept(self, path: Optional[str]) -> str:
+        """Why the live worker's engine cannot take this job (a new checkpoint's shape, else its options)."""
+        from inference.checkpoints import swap_problems
+
+        if path and self.held_path and path != self.held_path:
+            problems = swap_problems(self.held_path, path)
+            if problems:
+                return f"{path} cannot be read into the engine of {self.held_path}: {'; '.join(problems)}"
+        return "its engine's options differ from the loaded engine's (besides the checkpoint)"
 
     def _start(self, env: dict[str, str], slot: Callable[[], ContextManager[Optional[str]]]) -> Worker:
         stack = ExitStack()

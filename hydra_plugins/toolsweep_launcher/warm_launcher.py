@@ -12,7 +12,7 @@ with the same one. `reuse_engine=false` is the basic launcher exactly: one new p
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.config_store import ConfigStore
@@ -50,11 +50,13 @@ class WarmLauncher(BasicLauncher):
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         configs = [self._job_config(overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
         keys = [workers.engine_key(config) for config in configs]
+        shapes = [workers.engine_key(config, swap=True) for config in configs]
         pool = workers.ACTIVE = workers.ACTIVE or workers.Workers()
-        pool.keys.update({tuple(overrides): key for overrides, key in zip(job_overrides, keys)})
+        pool.keys.update({tuple(overrides): key for overrides, key in zip(job_overrides, shapes)})
+        pool.paths.update({tuple(overrides): model_path(config) for overrides, config in zip(job_overrides, configs)})
         log.info(f"Launching {len(job_overrides)} jobs locally, on warm workers")
         runs: Dict[int, JobReturn] = {}
-        for index in engine_order(keys):
+        for index in engine_order(keys, shapes):
             log.info(f"\t#{initial_job_idx + index} : {' '.join(filter_overrides(job_overrides[index]))}")
             runs[index] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
                                   config=configs[index], job_dir_key="hydra.sweep.dir",
@@ -70,9 +72,19 @@ class WarmLauncher(BasicLauncher):
         return config
 
 
-def engine_order(keys: List[str]) -> List[int]:
+def model_path(config) -> Optional[str]:
+    """The job's checkpoint folder, where its config names one."""
+    try:
+        return str(config.model.path)
+    except Exception:  # noqa: BLE001 - a config that does not resolve fails in its own job
+        return None
+
+
+def engine_order(keys: List[str], shapes: Optional[List[str]] = None) -> List[int]:
     """The jobs' order: those with one engine back to back (in the order each engine first comes),
-    each group in its own order; jobs that need no engine where they come, with the group before."""
+    each group in its own order; jobs that need no engine where they come, with the group before.
+    With `shapes` (each job's key with its checkpoint named by its shape), the groups of one shape
+    follow each other too: a worker swaps from one checkpoint to the next once."""
     groups: Dict[str, List[int]] = {}
     current = None
     for index, key in enumerate(keys):
@@ -80,4 +92,10 @@ def engine_order(keys: List[str]) -> List[int]:
         groups.setdefault(group, []).append(index)
         if key:
             current = key
-    return [index for members in groups.values() for index in members]
+    order = list(groups.values())
+    if shapes is not None:
+        first: Dict[str, int] = {}
+        for position, members in enumerate(order):
+            first.setdefault(shapes[members[0]], position)
+        order.sort(key=lambda members: first[shapes[members[0]]])  # stable: engines keep their order
+    return [index for members in order for index in members]

@@ -118,30 +118,71 @@ class EnginePool:
     worker (inference/workers.py) turns it on: an engine class that declares `reuse_key(engine_cfg,
     context)` (everything its constructor reads, e.g. vLLM's `LLM` arguments) and `rebind(context)`
     (the per-job parts it keeps, e.g. decoding options) is kept after its job ends and handed to the
-    next job with an equal key instead of being loaded again. One engine at most: a different key
-    drops the kept one first (memory is given back before the next load)."""
+    next job with an equal key instead of being loaded again. One that also declares
+    `swap_key(engine_cfg, context)` (the reuse key without the checkpoint) and `swap(context)` takes
+    another checkpoint's weights in place where inference.checkpoints proves the two the same shape;
+    anything else is a new engine, the reason kept for the job's run.json. One engine at most: a
+    different key drops the kept one first (memory is given back before the next load)."""
 
     def __init__(self) -> None:
         self.enabled = False
         self.key: Optional[str] = None
         self.engine: Any = None
+        self.swap_id: Optional[str] = None
+        self.path: Optional[str] = None
         self.last_start = "cold"
-        """How the last engine handed out came to be: cold (built) or reused (kept from a job before)."""
+        """How the last engine handed out came to be: cold (built), reused (kept from a job before)
+        or swapped (kept, with this job's checkpoint read into it)."""
+        self.last_reason: Optional[str] = None
+        """Why the last cold engine was not a swap of the kept one (None: no swap was possible)."""
+        self.broken = False
+        """A swap failed part-way: this process's engine memory is in doubt (its worker ends)."""
 
     def obtain(self, target: str, engine_cfg: Any, context: EngineContext) -> Any:
-        """The engine `target` names for this config: the kept one where its key is equal, else a new one."""
+        """The engine `target` names for this config: the kept one where its key is equal (or its
+        checkpoint swappable), else a new one."""
         cls = engine_class(target)
         key = self._key(cls, target, engine_cfg, context)
+        self.last_reason = None
         if key is not None and key == self.key:
             self.engine.rebind(context)
             self.last_start = "reused"
             return self.engine
+        if key is not None and self.key is not None and hasattr(cls, "swap"):
+            swapped = self._swapped(cls, target, engine_cfg, context)
+            if swapped is not None:
+                self.key, self.path = key, str(context.model.path)
+                return swapped
         self.clear()
         engine = cls.from_config(engine_cfg, context)
         self.last_start = "cold"
         if key is not None:
-            self.key, self.engine = key, engine
+            self.key, self.engine, self.path = key, engine, str(context.model.path)
+            self.swap_id = f"{target}\n{cls.swap_key(engine_cfg, context)}" if hasattr(cls, "swap") else None
         return engine
+
+    def _swapped(self, cls: Any, target: str, engine_cfg: Any, context: EngineContext) -> Any:
+        """The kept engine with this job's checkpoint read into it, or None (the reason kept)."""
+        from inference.checkpoints import swap_problems
+        from inference.errors import EngineError
+
+        if self.swap_id != f"{target}\n{cls.swap_key(engine_cfg, context)}":
+            self.last_reason = "the engine's options differ (besides the checkpoint)"
+            return None
+        problems = swap_problems(str(self.path), str(context.model.path))
+        if problems:
+            self.last_reason = "; ".join(problems)
+            return None
+        try:
+            self.engine.swap(context)
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the engine's weights in doubt
+            self.clear()
+            self.broken = True
+            raise EngineError(f"reading model.path={context.model.path!r} into the loaded engine failed "
+                              f"({type(exc).__name__}: {exc}); the sweep's next job starts a new worker") from exc
+        self.engine.rebind(context)
+        self.last_start = "swapped"
+        return self.engine
 
     def _key(self, cls: Any, target: str, engine_cfg: Any, context: EngineContext) -> Optional[str]:
         if not self.enabled or not hasattr(cls, "reuse_key"):
@@ -153,7 +194,7 @@ class EnginePool:
         if self.engine is not None:
             import gc
 
-            self.key, self.engine = None, None
+            self.key, self.engine, self.swap_id, self.path = None, None, None, None
             gc.collect()
 
 

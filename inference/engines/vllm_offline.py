@@ -156,6 +156,33 @@ class VLLMEngine:
         return json.dumps({"llm": arguments, "lora": context.model.lora,
                            "compile_timeout_s": context.decoding.compile_timeout_s}, sort_keys=True, default=str)
 
+    @classmethod
+    def swap_key(cls, engine: VLLMEngineConfig, context: EngineContext) -> str:
+        """The reuse key without the checkpoint: an engine whose key this equals may take another
+        checkpoint in place (inference.checkpoints decides whether the two are the same shape)."""
+        import json
+
+        import torch
+
+        arguments = vllm_arguments(engine, context, on_cpu=not torch.cuda.is_available())
+        for named in ("model", "tokenizer"):
+            arguments.pop(named)
+        return json.dumps({"llm": arguments, "lora": context.model.lora,
+                           "compile_timeout_s": context.decoding.compile_timeout_s}, sort_keys=True, default=str)
+
+    def swap(self, context: EngineContext) -> None:
+        """Read `context.model.path`'s weights into this engine (the same shape: the pool checked)
+        so that it answers as a fresh engine on that checkpoint would, token for token."""
+        path = str(context.model.path)
+        # vLLM re-reads the checkpoint layer by layer into the same memory (compiled graphs stay valid).
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": path, "is_checkpoint_format": True})
+        # A tied lm_head shares the embedding's weight, which the reload refills through the embedding
+        # only: on the CPU build the lm_head computes from its own packed copy, still the old one.
+        self.llm.apply_model(refresh_shared_packed_layers)
+        # The prefix cache is keyed by tokens, not weights: the old checkpoint's KV blocks would be reused.
+        if not self.llm.reset_prefix_cache():
+            raise EngineError("the prefix cache could not be reset after reading the new weights")
+
     def rebind(self, context: EngineContext) -> None:
         """The next job's decoding on this engine: what the constructor read of it besides vLLM's
         own arguments (which the reuse key holds)."""
@@ -212,6 +239,26 @@ class VLLMEngine:
             if used:
                 self.backend = used
                 return
+
+
+def refresh_shared_packed_layers(model: Any) -> list[str]:
+    """Pack again every CPU-dispatched layer whose weight another module owns too (a tied lm_head):
+    a reload refills the shared weight in place through one owner; the other's packed copy (its
+    `cpu_linear`, built by its method's process_weights_after_loading) is rebuilt from it here.
+    Returns the layers refreshed (none on a GPU, where nothing is packed apart)."""
+    owners: dict[int, list[tuple[str, Any]]] = {}
+    for name, module in model.named_modules():
+        weight = getattr(module, "_parameters", {}).get("weight")
+        if weight is not None:
+            owners.setdefault(id(weight), []).append((name, module))
+    refreshed = []
+    for shared in (group for group in owners.values() if len(group) > 1):
+        for name, module in shared:
+            method = getattr(module, "quant_method", None)
+            if hasattr(module, "cpu_linear") and method is not None:
+                method.process_weights_after_loading(module)
+                refreshed.append(name)
+    return refreshed
 
 
 def _grammar_key(request: Request) -> tuple:

@@ -30,6 +30,16 @@ def test_jobs_with_one_engine_run_back_to_back(keys, order):
     assert engine_order(keys) == order
 
 
+@pytest.mark.parametrize("keys,shapes,order", [
+    (["a", "b", "a", "b"], ["s", "s", "s", "s"], [0, 2, 1, 3]),
+    (["a", "c", "b", "a"], ["s", "t", "s", "s"], [0, 3, 2, 1]),
+    (["a", "b", "c"], ["a", "b", "c"], [0, 1, 2]),
+    (["", "a", "c", "b"], ["", "s", "t", "s"], [0, 1, 3, 2]),
+], ids=["datasets_of_each_checkpoint_together", "shapes_follow_each_other", "no_shape_shared", "engine_free_first"])
+def test_checkpoints_of_one_shape_follow_each_other_each_one_s_jobs_together(keys, shapes, order):
+    assert engine_order(keys, shapes) == order
+
+
 @pytest.mark.parametrize("held,wanted,fits", [
     (None, "", False), ("", "", True), ("", "k", True), ("k", "", True), ("k", "k", True), ("k", "j", False)],
     ids=["no_worker", "no_engine", "first_engine", "engine_free_job", "same_engine", "other_engine"])
@@ -133,3 +143,54 @@ def test_a_warm_sweep_equals_a_cold_one_and_survives_a_killed_worker(tmp_path, t
         assert samples.height == 2 and samples.equals(_job(warm, warm_number)[2]), warm_number
     # the two seeds answer differently: a job given the other seed's engine would show
     assert not _job(cold, 0)[2].equals(_job(cold, 1)[2])
+
+
+def _checkpoints(root: Path, tiny_model: Path) -> dict[str, Path]:
+    """Four checkpoints of the tiny model's shape: two trainings steps (other weights), one whose
+    weights file was cut short, one whose config changes its outputs (rope_theta)."""
+    import shutil
+
+    from inference.models import prepare_tiny_model
+
+    made = {"a": root / "step-100", "b": root / "step-200", "cut": root / "step-300", "rope": root / "step-400"}
+    shutil.copytree(tiny_model, made["a"])
+    prepare_tiny_model(made["b"], seed=1)
+    shutil.copytree(made["b"], made["cut"])
+    weights = made["cut"] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    shutil.copytree(made["b"], made["rope"])
+    config = json.loads((made["rope"] / "config.json").read_text())
+    config["rope_parameters"] = {**(config.get("rope_parameters") or {}), "rope_theta": 500.0}
+    (made["rope"] / "config.json").write_text(json.dumps(config))
+    return made
+
+
+@pytest.mark.vllm
+def test_a_checkpoint_sweep_swaps_weights_in_place_and_equals_cold_engines(tmp_path, tiny_model, scratch_env):
+    """model.path over four checkpoints: the second training step's weights are read into the
+    first's engine (swapped); the one whose config differs gets a fresh worker, the reason said;
+    the cut-short one too, and fails alone; the swapped job's answers equal a cold engine's."""
+    made = _checkpoints(tmp_path / "ckpts", tiny_model)
+    swept = ",".join(str(made[name]) for name in ("a", "b", "rope", "cut"))
+    args = [*tiny_args(tiny_model), f"model.path={swept}", "dataset.settings=[p]", "dataset.limit=2",
+            "engine.cache=false"]
+    warm = tmp_path / "warm"
+    done = _sweep(warm, args, scratch_env)
+    out = done.communicate()[0]
+    assert done.returncode == 0, out[-3000:]  # one failed job does not fail the sweep
+    jobs = {n: _job(warm, n) for n in range(4)}
+    assert jobs[0][1]["roles"]["model"]["engine_start"]["how"] == "cold"
+    assert jobs[1][0]["worker"] == "warm" and jobs[1][1]["roles"]["model"]["engine_start"]["how"] == "swapped"
+    assert jobs[2][0]["status"] == "complete" and jobs[2][0]["worker"] == "fresh"
+    assert jobs[2][1]["roles"]["model"]["engine_start"]["how"] == "cold"
+    assert "rope_theta" in jobs[2][0]["fresh_worker_because"] and "rope_theta" in out, jobs[2][0]
+    assert jobs[3][0]["status"] == "failed" and jobs[3][0]["worker"] == "fresh", jobs[3][0]
+    assert "truncated" in jobs[3][0]["fresh_worker_because"], jobs[3][0]
+
+    cold = tmp_path / "cold"
+    reference = _sweep(cold, [*tiny_args(tiny_model), f"model.path={made['b']}", "dataset.settings=[p]",
+                              "dataset.limit=2", "engine.cache=false", "hydra.launcher.reuse_engine=false"], scratch_env)
+    said = reference.communicate()[0]
+    assert reference.returncode == 0, said[-3000:]
+    assert _job(cold, 0)[2].equals(jobs[1][2]), "the swapped-in checkpoint answered otherwise than a cold engine"
+    assert not jobs[0][2].equals(jobs[1][2]), "the two steps answer alike: the comparison would prove nothing"

@@ -1,0 +1,73 @@
+"""A checkpoint read into a loaded engine answers as a fresh engine on it would: token for token,
+logprob for logprob (inference/engines/vllm_offline.py VLLMEngine.swap), on models with tied
+embeddings, whose lm_head the CPU build computes from a packed copy of its own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PROBE = REPO / "tests" / "inference" / "swap_probe.py"
+
+
+def _probe(out: Path, steps: list[str], env: dict[str, str]) -> list[dict]:
+    done = subprocess.run([sys.executable, str(PROBE), str(out), *steps], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def _answers(record: dict) -> dict:
+    return {part: record[part] for part in ("computed", "from_cache")}
+
+
+def perturbed(source: Path, target: Path, seed: int) -> Path:
+    """Another training step of `source`: every tensor moved a little (the embedding, and so the
+    tied lm_head, included), config and tokenizer files copied unchanged."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.safetensors"))
+    generator = torch.Generator().manual_seed(seed)
+    for weights in source.glob("*.safetensors"):
+        tensors = load_file(weights)
+        moved = {name: (tensor.float() + 0.02 * tensor.float().std() * torch.randn(tensor.shape, generator=generator))
+                 .to(tensor.dtype) for name, tensor in tensors.items()}
+        save_file(moved, target / weights.name, metadata={"format": "pt"})
+    return target
+
+
+@pytest.fixture(scope="module")
+def checkpoints(request, tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("swap")
+    if request.param == "tiny":
+        from inference.models import prepare_tiny_model
+
+        return request.getfixturevalue("tiny_model"), prepare_tiny_model(root / "b", seed=1)
+    base = request.getfixturevalue("embedded_model")
+    return base, perturbed(base, root / "b", seed=0)
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("checkpoints", ["tiny", "embedded"], indirect=True)
+def test_a_swapped_checkpoint_answers_as_a_fresh_engine_and_back(checkpoints, tmp_path, scratch_env):
+    """A -> B -> A on one engine equals fresh engines on B and A; B read in without refreshing the
+    packed lm_head, or without resetting the prefix cache (A's blocks in it), answers otherwise."""
+    a, b = (str(path) for path in checkpoints)
+    swapped = _probe(tmp_path / "swapped.json", [a, b, a, f"{b}:skip-refresh", a, f"{b}:skip-reset"], scratch_env)
+    fresh_b = _probe(tmp_path / "fresh.json", [b], scratch_env)[0]
+    first_a, on_b, back_on_a, unrefreshed, again_a, unreset = swapped
+    assert _answers(first_a) != _answers(fresh_b), "the two checkpoints answer alike: this test would prove nothing"
+    assert _answers(on_b) == _answers(fresh_b)
+    assert _answers(back_on_a) == _answers(first_a) == _answers(again_a)
+    assert unrefreshed["computed"] != fresh_b["computed"], "a swap without the lm_head refresh went unseen"
+    assert unreset["computed"] == fresh_b["computed"]
+    assert all(record["cached"] > 0 for record in unreset["from_cache"])
+    assert unreset["from_cache"] != fresh_b["from_cache"], "a swap without the prefix-cache reset went unseen"
