@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.warm import WARM
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "datasets" / "sample" / "user_entries_sample.json"
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -113,8 +115,10 @@ def scratch_env(tmp_path_factory, embedded_model) -> dict[str, str]:
     # A fresh toolsweep cache (no generations from earlier runs), sharing the converted models.
     (root / "cache").mkdir()
     (root / "cache" / "models").symlink_to(cache_root() / "models", target_is_directory=True)
-    return {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
             "TOOLSWEEP_CACHE": str(root / "cache"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **core_binding()}
+    WARM.home(env)  # commands run with this environment go to a warm worker of this pytest process
+    return env
 
 
 def core_binding() -> dict[str, str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SAMPLE
+from tests.warm import toolsweep
 
 
 def _records() -> list[dict]:
@@ -87,8 +88,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_gets_one_clear_message(tmp_path, case):
     build, expected = CASES[case]
-    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run", *build(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = toolsweep([f"hydra.run.dir={tmp_path}/run", *build(tmp_path)], timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("toolsweep: error: ") or "\ntoolsweep: error: " in done.stderr
@@ -100,8 +100,7 @@ def test_bad_input_gets_one_clear_message(tmp_path, case):
     ("dataset.limit=ten", "toolsweep: error: dataset: Value 'ten' of type 'str' could not be converted to Integer", 2),
 ], ids=["typo_at_composition", "wrong_type_when_the_benchmark_types_its_options"])
 def test_config_typos_fail_before_anything_loads(tmp_path, override, expected, code):
-    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path}/run", override],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = toolsweep([f"hydra.run.dir={tmp_path}/run", override], timeout=300)
     assert done.returncode == code
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert "loading model" not in done.stderr

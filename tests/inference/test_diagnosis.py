@@ -13,6 +13,7 @@ from grading.grades import grade
 from inference.benchmarks.petoolbench import load_petoolbench
 from inference.gold import gold_output
 from tests.conftest import PETOOLBENCH
+from tests.warm import toolsweep
 
 pytestmark = pytest.mark.shared_data
 
@@ -94,8 +95,7 @@ def test_toolsweep_grade_adds_the_diagnosis_to_a_run_made_before_it(tmp_path):
 
     gold = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p", "r", "c"])), tmp_path / "gold.jsonl")
     run = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={run}", "engine=replay",
-                           f"engine.predictions={gold}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = toolsweep([f"hydra.run.dir={run}", "engine=replay", f"engine.predictions={gold}"], timeout=300)
     assert done.returncode == 0, done.stderr
     samples = pl.read_parquet(run / "samples.parquet")
     old = samples.drop("same_func_tools", "candidate_tools",
@@ -138,9 +138,7 @@ def test_a_run_writes_slices_beside_its_metrics(tmp_path):
     from tests.conftest import REPO, SAMPLE
 
     gold = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p", "r", "c"])), tmp_path / "gold.jsonl")
-    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path / 'run'}",
-                           "engine=replay", f"engine.predictions={gold}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    done = toolsweep([f"hydra.run.dir={tmp_path / 'run'}", "engine=replay", f"engine.predictions={gold}"], timeout=300)
     assert done.returncode == 0, done.stderr
     slices = pl.read_parquet(tmp_path / "run" / "slices.parquet")
     assert set(slices["slice"]) == {"category", "history_length", "num_tools_combined", "gold_position"}, \

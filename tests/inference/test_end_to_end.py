@@ -16,6 +16,7 @@ from grading.scoring import get_scorer
 from inference.gold import gold_outputs, write_predictions
 from inference.benchmarks.petoolbench import load_petoolbench
 from tests.conftest import REPO, SAMPLE, tiny_args
+from tests.warm import toolsweep
 
 TOOLSWEEP = [sys.executable, "-m", "inference.cli"]
 METRICS = ("tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_coverage")
@@ -23,9 +24,9 @@ METRICS = ("tool_acc", "param_acc", "call_acc", "format_valid", "gold_schema_cov
 
 def run_toolsweep(run_dir: Path, overrides: list[str], env: dict[str, str] | None = None,
                   timeout: int = 900) -> subprocess.CompletedProcess:
-    """Run the CLI as a user would, into `run_dir`, and return the finished process."""
-    return subprocess.run([*TOOLSWEEP, f"hydra.run.dir={run_dir}", *overrides], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    """Run the CLI as a user would, into `run_dir`, and return the finished process (in this
+    pytest process's warm worker where `env` is the session's scratch one: tests/warm.py)."""
+    return toolsweep([f"hydra.run.dir={run_dir}", *overrides], env, timeout)
 
 
 def terminal_lines(text: str) -> list[str]:

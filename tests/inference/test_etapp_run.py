@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.warm import toolsweep as warm_toolsweep
 from tests.conftest import REPO
 
 from tests.grading.test_html_report import browser  # noqa: F401 - the headless browser fixture
@@ -31,6 +32,8 @@ def toolsweep(run_dir: Path, data: Path, overrides: list[str], script: list[dict
         path = run_dir.parent / f"{run_dir.name}-script.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in script), encoding="utf-8")
         args += ["engine=script", f"engine.script={path}"]
+    if command == "inference.cli":
+        return warm_toolsweep([*args, *overrides], timeout=300)
     return subprocess.run([sys.executable, "-m", command, *args, *overrides], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
 

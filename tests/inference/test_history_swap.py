@@ -16,6 +16,7 @@ from inference.benchmarks.petoolbench import load_petoolbench
 from inference.gold import gold_output
 from inference.benchmarks.petoolbench.history import HISTORY_START, exchange_providers, history_span, provider, swap_table
 from tests.conftest import FAMILYTOOL_SAMPLE, REPO
+from tests.warm import toolsweep
 
 pytestmark = pytest.mark.shared_data
 PLACEHOLDER = "\x00provider\x00"
@@ -104,10 +105,8 @@ def test_the_swapped_gold_replayed_through_the_cli_scores_one(tmp_path, petoolbe
     made = subprocess.run([sys.executable, "-m", "inference.gold", str(petoolbench_file), str(preds),
                            "--history", "swap"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert made.returncode == 0, made.stderr[-2000:]
-    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={tmp_path / 'run'}",
-                           "dataset=petoolbench", f"dataset.path={petoolbench_file}", "dataset.history=swap",
-                           "engine=replay", f"engine.predictions={preds}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    done = toolsweep([f"hydra.run.dir={tmp_path / 'run'}", "dataset=petoolbench", f"dataset.path={petoolbench_file}",
+                      "dataset.history=swap", "engine=replay", f"engine.predictions={preds}"], timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet").filter(setting="all")
     assert metrics["n"].to_list() == [2489, 2489] and metrics["call_acc"].min() == 1.0
