@@ -129,10 +129,6 @@ WARM = WarmCommands()
 
 def toolsweep(args: Sequence[str], env: Optional[dict[str, str]] = None, timeout: float = 900,
               cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
-    """`toolsweep ARGS` as a test runs it: in a warm worker where it can (a sweep, `-m`, always in a
-    new process: its launcher keeps per-process state of its own)."""
-    cwd = cwd or Path(__file__).resolve().parent.parent
-    if "-m" in args or "--multirun" in args:
-        return subprocess.run([sys.executable, "-m", "inference.cli", *args], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=timeout)
-    return WARM.run(args, env, cwd, timeout)
+    """`toolsweep ARGS` as a test runs it: in a warm worker where its environment fits one (a sweep
+    too: its jobs still run in workers or processes of their own, started by the warm one)."""
+    return WARM.run(args, env, cwd or Path(__file__).resolve().parent.parent, timeout)

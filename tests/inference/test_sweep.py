@@ -16,11 +16,11 @@ from inference.gold import gold_outputs, write_predictions
 from inference.benchmarks.petoolbench import load_petoolbench
 from inference.sweep import checkpoint_dirs, checkpoint_step, failure_reason, visible_devices
 from tests.conftest import REPO, SAMPLE, tiny_args
+from tests.warm import toolsweep
 
 
 def run_sweep(sweep_dir: Path, overrides: list[str], env=None, timeout=1500) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return toolsweep(["-m", f"hydra.sweep.dir={sweep_dir}", *overrides], env, timeout)
 
 
 def linked_copy(model: Path, target: Path) -> Path:
