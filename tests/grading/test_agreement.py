@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from grading.agreement import compare_judges, ranking
+from tests.warm import toolsweep as warm_toolsweep
 from tests.conftest import REPO
 from tests.inference.test_etapp_run import judge_script, one_case, toolsweep
 
@@ -73,9 +74,8 @@ def judged(tmp_path_factory, etapp_data):
                                              f"roles.judge.engine.script={judges['a']}"], agent)
     assert done.returncode == 0, done.stderr[-3000:]
     before = (tmp / "a" / "samples.parquet").read_bytes()
-    again = subprocess.run([sys.executable, "-m", "inference.cli", "judge", str(tmp / "a"), "--out", str(tmp / "b"),
-                            f"roles.judge.engine.script={judges['b']}"], cwd=REPO, capture_output=True, text=True,
-                           timeout=300)
+    again = warm_toolsweep(["judge", str(tmp / "a"), "--out", str(tmp / "b"),
+                            f"roles.judge.engine.script={judges['b']}"], timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (tmp / "a" / "samples.parquet").read_bytes() == before, "the judged run is a new dir; A is untouched"
     return tmp
@@ -167,8 +167,7 @@ def test_judge_out_naming_the_run_itself_is_refused_without_overwrite(judged, tm
     if spelling == "symlink":
         out.symlink_to(run, target_is_directory=True)
     before = {p.name: p.stat().st_mtime_ns for p in run.iterdir() if p.is_file()}
-    done = subprocess.run([sys.executable, "-m", "inference.cli", "judge", str(run), "--out", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    done = warm_toolsweep(["judge", str(run), "--out", str(out)], timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"toolsweep judge: error: --out {out} exists (it is the run dir {run} itself); name a new dir, or " \
            "rewrite the run with --overwrite" in done.stderr

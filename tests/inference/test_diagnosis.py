@@ -131,11 +131,8 @@ def test_slices_of_the_real_file_cover_its_categories_history_bands_and_position
 
 
 def test_a_run_writes_slices_beside_its_metrics(tmp_path):
-    import subprocess
-    import sys
-
     from inference.gold import gold_outputs, write_predictions
-    from tests.conftest import REPO, SAMPLE
+    from tests.conftest import SAMPLE
 
     gold = write_predictions(gold_outputs(load_petoolbench(SAMPLE, ["p", "r", "c"])), tmp_path / "gold.jsonl")
     done = toolsweep([f"hydra.run.dir={tmp_path / 'run'}", "engine=replay", f"engine.predictions={gold}"], timeout=300)

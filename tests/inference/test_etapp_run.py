@@ -232,10 +232,10 @@ def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_pa
         path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
         scripts.append(str(path))
     sweep = tmp_path / "sweep"
-    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
+    done = warm_toolsweep(["-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
                            f"dataset.path={etapp_data}", *one_case("John_Doe", 1), "engine=script",
                            f"model.path={tmp_path / 'run' / 'checkpoint-300'}",
-                           f"engine.script={','.join(scripts)}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+                           f"engine.script={','.join(scripts)}"], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "nothing to plot" not in done.stdout + done.stderr
     assert (sweep / "leaderboard.png").is_file() and (sweep / "report.html").is_file()
@@ -306,11 +306,10 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
         (folder / "config.json").write_text(json.dumps({"step": step}))
         checkpoints.append(str(folder))
     sweep = tmp_path / "sweep"
-    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
+    done = warm_toolsweep(["-m", f"hydra.sweep.dir={sweep}", "dataset=etapp",
                            f"dataset.path={etapp_data}", f"model.path={','.join(checkpoints)}",
                            *one_case("James_Harrington", 1)[:-1], "engine=script", f"engine.script={agent}",
-                           "engine@roles.judge.engine=script", f"roles.judge.engine.script={judge}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                           "engine@roles.judge.engine=script", f"roles.judge.engine.script={judge}"], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "UserWarning" not in done.stderr and "nothing to plot" not in done.stderr, done.stderr[-2000:]
     assert (sweep / "leaderboard.png").stat().st_size > 0 and (sweep / "report.html").is_file()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+
+from tests.warm import toolsweep
 
 from grading.scorers.etapp_judge import rubric as jt
 from inference.benchmarks.etapp import prompt_files as pf
@@ -23,7 +23,6 @@ from inference.benchmarks.etapp.cases import load_cases
 from inference.benchmarks.etapp.episodes import Context, Slot, new_episode
 from inference.errors import DatasetError
 
-REPO = Path(__file__).resolve().parents[2]
 OPENINGS = Path(__file__).parent / "data" / "etapp_upstream_openings.json"
 SETTINGS, METHODS = ("tool_given", "tool_retrieval"), ("fc", "react", "e_react")
 
@@ -183,11 +182,10 @@ def test_a_scripted_run_sends_upstreams_texts_and_records_them(etapp_data, tmp_p
     script.write_text("".join(json.dumps({"sample_id": sid, "turn": 1, "answer": "done"}) + "\n" for sid in ids))
     judge.write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, ids, 3)))
     run = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "inference.cli", f"hydra.run.dir={run}", "dataset=etapp",
-                           f"dataset.path={etapp_data}", "dataset.users=[John_Doe]", "dataset.instructions=[7]",
-                           "dataset.settings=[tool_given]", "engine=script", f"engine.script={script}",
-                           "engine@roles.judge.engine=script", f"roles.judge.engine.script={judge}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = toolsweep([f"hydra.run.dir={run}", "dataset=etapp",
+                      f"dataset.path={etapp_data}", "dataset.users=[John_Doe]", "dataset.instructions=[7]",
+                      "dataset.settings=[tool_given]", "engine=script", f"engine.script={script}",
+                      "engine@roles.judge.engine=script", f"roles.judge.engine.script={judge}"], timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ETAPP texts: upstream's" in done.stderr + done.stdout
     facts = json.loads((run / "run.json").read_text())["etapp"]["texts"]

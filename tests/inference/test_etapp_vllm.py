@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.warm import toolsweep
 from tests.conftest import REPO, tiny_args
 
 pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
@@ -129,8 +130,7 @@ def _check_judge_only_rerun(finished: Path, scratch_env: dict[str, str]) -> None
     before = pl.read_parquet(finished / "trajectories.parquet")
     agent = (finished / "steps" / "0.json").read_text()
     judged = (finished / "steps" / "1.json").read_text()
-    done = subprocess.run([sys.executable, "-m", "inference.cli", "judge", str(finished), "engine@roles.judge.engine=vllm"],
-                          cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=900)
+    done = toolsweep(["judge", str(finished), "engine@roles.judge.engine=vllm"], env=scratch_env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "agent_solver" not in done.stderr and "agent turn" not in done.stderr
     again = finished.with_name(f"{finished.name}-judged")

@@ -14,6 +14,7 @@ from inference.cache import request_key
 from inference.engines import Request, request_seed
 from inference.gold import gold_outputs
 from inference.benchmarks.petoolbench import load_petoolbench
+from tests.warm import toolsweep
 from tests.conftest import SAMPLE, tiny_args
 from tests.inference.test_end_to_end import run_toolsweep
 from tests.inference.test_resume import _command, _kill_at
@@ -121,16 +122,10 @@ def test_vllm_samples_differ_and_a_killed_run_keeps_its_finished_samples(tmp_pat
 def test_a_sweeps_leaderboard_shows_the_spread_and_pass_columns(tmp_path):
     """A sweep over the number of samples: the board has each job's k, its spread and pass
     columns; the job whose file holds more samples than it asks for fails with the reason."""
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
-
     sweep = tmp_path / "sweep"
-    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}", "engine=replay",
-                           f"engine.predictions={_replay_file(tmp_path / 'k5.jsonl')}", "dataset.settings=[p]",
-                           "dataset.limit=4", "decoding.samples=5,1"], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+    done = toolsweep(["-m", f"hydra.sweep.dir={sweep}", "engine=replay",
+                      f"engine.predictions={_replay_file(tmp_path / 'k5.jsonl')}", "dataset.settings=[p]",
+                      "dataset.limit=4", "decoding.samples=5,1"], timeout=600)
     board = pl.read_parquet(sweep / "leaderboard.parquet").sort("job")
     complete = board.filter((pl.col("setting") == "all") & (pl.col("parser") == "official"))
     assert complete["samples"].to_list() == [5] and complete["call_acc"].to_list() == [pytest.approx(0.45)]

@@ -5,7 +5,6 @@ embeddings, whose lm_head the CPU build computes from a packed copy of its own."
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,19 +28,13 @@ def _answers(record: dict) -> dict:
 
 
 def perturbed(source: Path, target: Path, seed: int) -> Path:
-    """Another training step of `source`: every tensor moved a little (the embedding, and so the
-    tied lm_head, included), config and tokenizer files copied unchanged."""
-    import torch
-    from safetensors.torch import load_file, save_file
+    """Another training step of `source` (scripts/checkpoint_variants.py, which `make bench` uses too)."""
+    import importlib.util
 
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.safetensors"))
-    generator = torch.Generator().manual_seed(seed)
-    for weights in source.glob("*.safetensors"):
-        tensors = load_file(weights)
-        moved = {name: (tensor.float() + 0.02 * tensor.float().std() * torch.randn(tensor.shape, generator=generator))
-                 .to(tensor.dtype) for name, tensor in tensors.items()}
-        save_file(moved, target / weights.name, metadata={"format": "pt"})
-    return target
+    spec = importlib.util.spec_from_file_location("checkpoint_variants", REPO / "scripts" / "checkpoint_variants.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.perturbed(source, target, seed)
 
 
 @pytest.fixture(scope="module")
