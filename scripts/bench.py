@@ -1,4 +1,4 @@
-"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop.
+"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop, warm workers against a process per job.
 
 Every figure goes to bench.json with its unit, the machine, package versions and the
 command. Short timings are medians of repeats; ratios come from runs made side by side
@@ -25,7 +25,7 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race"
+ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race,warm"
 ETAPP_SLICE = {"users": "James_Harrington,John_Doe", "instructions": "1,7,8"}
 CACHE_SIZES = (10_000, 100_000, 1_000_000)
 # rows per Parquet part: big parts build a 1M cache in seconds (and are the old store's best case);
@@ -304,6 +304,178 @@ def bench_overhead(out: Path) -> dict[str, Any]:
             "peak_rss": figure(rss_kb / 1024 if rss_kb else None, "MiB")}
 
 
+def processor() -> str:
+    """The CPU in one line (model, vector width, bf16, CPUs): what a timing here depends on."""
+    from inference.hardware import cpu_info
+
+    cpu = cpu_info()
+    kind = "AVX-512" if "avx512f" in cpu["flags"] else "AVX2-only" if "avx2" in cpu["flags"] else "no AVX2"
+    bf16 = ", native bf16" if cpu.get("native_bf16") else ""
+    return f"{cpu['model']} ({kind}{bf16}), {os.cpu_count()} CPUs"
+
+
+# ---------------------------------------------------------------- warm workers against a process per job
+WARM_LIMIT = 2
+"""Records per setting in the warm section's sweeps: 12 jobs, the cold sweep some minutes on 2 cores."""
+FAMILYTOOL_B_E = "familytool_b_e"
+"""The bundled FamilyTool sample, settings b and e only (a config group the section writes): the
+retrieve settings put the whole family graph in the prompt (e_retrieve's, about 9.2k tokens, are
+too_long for SmolLM2's 8192 and would fail the job's error budget)."""
+FIRST_SHARD = "][toolsweep][INFO] - shard 1/"
+
+
+def warm_checkpoints(root: Path) -> list[Path]:
+    """Six checkpoints of the embedded model under `root` (made again each time): the embedded folder
+    itself, three training steps of it (weights moved by seeded noise: one shape, swapped in place), a
+    truncated copy (its jobs fail) and a copy with another RoPE base (another shape: a fresh engine)."""
+    from checkpoint_variants import perturbed, rope_theta_changed, truncated
+
+    base = prepare_embedded_model()
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    steps = [perturbed(base, root / f"perturbed-{seed}", seed) for seed in (1, 2, 3)]
+    return [base, *steps, truncated(base, root / "truncated"), rope_theta_changed(base, root / "rope-theta")]
+
+
+def warm_sweep_overrides(checkpoints: list[Path], conf: Path, limit: int) -> list[str]:
+    """The sweep both modes run: every checkpoint x two bundled datasets, greedy, no generation cache."""
+    group = conf / "dataset" / f"{FAMILYTOOL_B_E}.yaml"
+    group.parent.mkdir(parents=True, exist_ok=True)
+    group.write_text("# the bundled FamilyTool sample, settings b and e (scripts/bench.py, section warm)\n"
+                     "defaults:\n  - familytool_sample\n  - _self_\nsettings: [b, e]\n", encoding="utf-8")
+    return [f"hydra.searchpath=[file://{conf}]", "model=local", f"model.path={','.join(map(str, checkpoints))}",
+            f"dataset=sample,{FAMILYTOOL_B_E}", f"dataset.limit={limit}", "decoding=greedy", "engine.cache=false",
+            "quiet=true"]
+
+
+def run_sweep(sweep_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """`toolsweep -m` into a new `sweep_dir` (its output to sweep_dir.log); its exit code and wall time
+    (failed jobs are read from their job.json, not from the exit code)."""
+    shutil.rmtree(sweep_dir, ignore_errors=True)
+    start = time.perf_counter()
+    with open(sweep_dir.with_suffix(".log"), "w", encoding="utf-8") as log:
+        done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides],
+                              cwd=REPO, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
+    return {"returncode": done.returncode, "wall_s": time.perf_counter() - start}
+
+
+def job_label(overrides: list[str]) -> str:
+    """`checkpoint folder/dataset` of a warm-section job, from its overrides."""
+    values = dict(o.split("=", 1) for o in overrides if "=" in o)
+    return f"{Path(values.get('model.path', '?')).name}/{values.get('dataset', '?')}"
+
+
+def log_time(line: str) -> float:
+    """The epoch seconds of a run.log line (`[2026-12-03 13:39:33,218][logger][LEVEL] - ...`, local time)."""
+    from datetime import datetime
+
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def to_first_generation(job_dir: Path) -> float | None:
+    """Seconds from the job's start (job.json's mtime less its wall_s: the sweep writes it as the job
+    ends) to its first shard's generate call (run.log's `shard 1/N: generating` line); None where the
+    job generated nothing."""
+    job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    started = (job_dir / "job.json").stat().st_mtime - float(job["wall_s"])
+    log = job_dir / "run.log"
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.is_file() else []
+    first = next((line for line in lines if FIRST_SHARD in line and "generating" in line), None)
+    return None if first is None else log_time(first) - started
+
+
+def sweep_jobs(sweep_dir: Path) -> dict[str, dict[str, Any]]:
+    """Each job of a sweep dir by its label: status, worker, wall time, how its engine started, time to
+    its first generation and its generation time (run.json's generate phase less the model load)."""
+    jobs = {}
+    numbered = [p for p in sweep_dir.glob("*/job.json") if p.parent.name.isdigit()]
+    for job_json in sorted(numbered, key=lambda p: int(p.parent.name)):
+        job_dir = job_json.parent
+        job = json.loads(job_json.read_text(encoding="utf-8"))
+        facts = json.loads((job_dir / "run.json").read_text()) if (job_dir / "run.json").is_file() else {}
+        start = (facts.get("roles", {}).get("model") or {}).get("engine_start") or {}
+        phases = facts.get("wall_s", {})
+        jobs[job_label(job["overrides"])] = {
+            "job": int(job_dir.name), "status": job["status"], "reason": job.get("reason"),
+            "worker": job.get("worker"), "fresh_worker_because": job.get("fresh_worker_because"),
+            "wall": figure(job["wall_s"], "s", note="job.json: the job's start to its end, as the sweep saw it"),
+            "engine_start": {"how": start.get("how"), "s": start.get("s")},
+            "to_first_generation": figure(to_first_generation(job_dir), "s",
+                                          note="job start to run.log's first `shard 1/N: generating`"),
+            "generation": figure(phases["generate"] - phases.get("model_load", 0.0) if "generate" in phases else None,
+                                 "s", note="run.json: generate phase less model_load"),
+            "overrides": job["overrides"]}
+    return jobs
+
+
+def sorted_outputs(job_dir: Path) -> list[tuple[str, Any]]:
+    """A job's (sample_id, output) pairs, sorted."""
+    import polars as pl
+
+    table = pl.read_parquet(job_dir / "samples.parquet", columns=["sample_id", "output"])
+    return sorted(table.iter_rows(), key=lambda row: (row[0], str(row[1])))
+
+
+def same_outputs(cold: Path, warm: Path, cold_jobs: dict[str, dict[str, Any]],
+                 warm_jobs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Whether every job complete in both sweeps gave the same outputs, sample for sample (jobs paired
+    by their overrides, not their number: the warm launcher may run them in another order)."""
+    both = [label for label in cold_jobs if label in warm_jobs and
+            cold_jobs[label]["status"] == warm_jobs[label]["status"] == "complete"]
+    differing = [label for label in both if sorted_outputs(cold / str(cold_jobs[label]["job"])) !=
+                 sorted_outputs(warm / str(warm_jobs[label]["job"]))]
+    only_one = sorted(set(cold_jobs) ^ set(warm_jobs)) + [
+        label for label in cold_jobs if label in warm_jobs and
+        (cold_jobs[label]["status"] == "complete") != (warm_jobs[label]["status"] == "complete")]
+    return {"equal": bool(both) and not differing and not only_one, "jobs_compared": len(both),
+            "differing": differing, "complete_in_one_only": only_one}
+
+
+def bench_warm(out: Path, limit: int = WARM_LIMIT) -> dict[str, Any]:
+    """One sweep (six checkpoints x two bundled datasets, greedy, no cache) run cold (a process and
+    engine per job: hydra.launcher.reuse_engine=false) and on warm workers (the default), side by side:
+    wall times, how each job's engine started, time to first generation, and whether the outputs agree."""
+    root = out / "warm"
+    checkpoints = warm_checkpoints(root / "checkpoints")
+    common = warm_sweep_overrides(checkpoints, root / "conf", limit)
+    result: dict[str, Any] = {"processor": processor(), "checkpoints": [str(p) for p in checkpoints],
+                              "sweep": " ".join(common), "limit": limit}
+    jobs = {}
+    for mode, reuse in (("cold", "false"), ("warm", "true")):
+        ran = run_sweep(root / mode, [*common, f"hydra.launcher.reuse_engine={reuse}"])
+        jobs[mode] = sweep_jobs(root / mode)
+        result[mode] = {
+            "sweep_wall": figure(ran["wall_s"], "s", note="the whole `toolsweep -m` command, leaderboard included"),
+            "jobs_wall": figure(sum(j["wall"]["value"] for j in jobs[mode].values()), "s"),
+            "sweep_returncode": ran["returncode"], "jobs": len(jobs[mode]),
+            "failed": {label: job["reason"] for label, job in jobs[mode].items() if job["status"] != "complete"}}
+    result["warm_over_cold"] = figure(result["warm"]["sweep_wall"]["value"] / result["cold"]["sweep_wall"]["value"],
+                                      "x", note="sweep wall, warm / cold; the target is <= 0.5")
+    result["warm_over_cold_jobs"] = figure(result["warm"]["jobs_wall"]["value"] /
+                                           result["cold"]["jobs_wall"]["value"], "x", note="sum of job walls")
+    result["outputs"] = same_outputs(root / "cold", root / "warm", jobs["cold"], jobs["warm"])
+    result["per_job"] = [{"label": label, "cold": jobs["cold"][label], "warm": jobs["warm"].get(label)}
+                         for label in jobs["cold"]]
+    return result
+
+
+def warm_table(section: dict[str, Any]) -> str:
+    """The warm section's jobs, cold beside warm: status, wall, engine start, time to first generation."""
+    def cells(job: dict[str, Any] | None) -> str:
+        if job is None:
+            return "not run | | | "
+        start = job["engine_start"]
+        how = f"{start['how']} {start['s']:.1f} s" if start.get("how") else "-"
+        first = job["to_first_generation"]["value"]
+        return (f"{job['status']} ({job['worker'] or 'process'}) | {job['wall']['value']:.1f} | {how} | "
+                f"{'-' if first is None else f'{first:.1f}'}")
+
+    lines = ["| job | cold: status | wall s | engine | to 1st gen s | warm: status | wall s | engine | to 1st gen s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {row['label']} | {cells(row['cold'])} | {cells(row['warm'])} |" for row in section["per_job"]]
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- generation cache lookups
 def synthetic_cache(folder: Path, rows: int, part_rows: int) -> list[str]:
     """`rows` cached generations in Parquet parts of `part_rows`, with no index yet (as a cache made before
@@ -345,12 +517,7 @@ def old_store_lookup(folder: Path, keys: list[str]) -> int:
 def bench_cache(out: Path, repeats: int = 9) -> dict[str, Any]:
     """Time to look up 512 cached keys against 10k, 100k and 1M cached generations: the indexed store
     (steady state, first open, first open of an un-indexed cache) beside the old linear read."""
-    from inference.hardware import cpu_info
-
-    cpu = cpu_info()
-    kind = "AVX-512" if "avx512f" in cpu["flags"] else "AVX2-only" if "avx2" in cpu["flags"] else "no AVX2"
-    result: dict[str, Any] = {"processor": f"{cpu['model']} ({kind}), {os.cpu_count()} CPUs",
-                              "keys_per_lookup": LOOKUP_KEYS}
+    result: dict[str, Any] = {"processor": processor(), "keys_per_lookup": LOOKUP_KEYS}
     for layout, part_rows in CACHE_LAYOUTS.items():
         result[layout] = {"rows_per_part": part_rows}
         old_100k: float | None = None
@@ -419,6 +586,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--etapp-users", default=ETAPP_SLICE["users"])
     parser.add_argument("--etapp-instructions", default=ETAPP_SLICE["instructions"])
     parser.add_argument("--etapp-max-turns", type=int, default=None, help="default: ETAPP's (20)")
+    parser.add_argument("--warm-limit", type=int, default=WARM_LIMIT, help="records per setting, section warm")
     parser.add_argument("--only", default=ALL, help=f"comma-separated sections to (re)measure, of {ALL}")
     args = parser.parse_args(argv)
     if set(args.only.split(",")) - {"cache"}:  # the cache section needs no model
@@ -435,7 +603,7 @@ def main(argv: list[str] | None = None) -> None:
                 "dtype": lambda: bench_dtype(args.out), "cache": lambda: bench_cache(args.out),
                 "etapp": lambda: bench_etapp(args.etapp, args.out, args.etapp_users, args.etapp_instructions,
                                              args.etapp_max_turns),
-                "race": bench_race}
+                "race": bench_race, "warm": lambda: bench_warm(args.out, args.warm_limit)}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}
@@ -479,9 +647,11 @@ def format_report(report: dict[str, Any]) -> str:
         elif isinstance(node, (int, float, str)):
             lines.append(f"| {prefix} | {node} |")
 
-    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache", "etapp"):
+    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache", "etapp", "warm"):
         if section in report:
-            walk(section, report[section])
+            walk(section, {k: v for k, v in report[section].items() if k != "per_job"})
+    if "warm" in report:
+        lines += ["", warm_table(report["warm"])]
     return "\n".join(lines)
 
 
