@@ -50,8 +50,7 @@ def test_smoke_subset_runs_end_to_end_then_rejudges_from_its_store(tmp_path, eta
     is read; then toolsweep judge on the finished run makes no agent call and takes the same
     judge's answers from the run's store (one test, so that the run is made once)."""
     finished = tmp_path / "run"
-    done = subprocess.run(_command(finished, etapp_data), cwd=REPO, env=scratch_env, capture_output=True,
-                          text=True, timeout=1800)
+    done = toolsweep(_command(finished, etapp_data)[3:], env=scratch_env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     samples = pl.read_parquet(finished / "samples.parquet")
     assert samples.height == 2 and samples["end_reason"].null_count() == 0, "every case ends with a reason"
@@ -104,8 +103,7 @@ def _scores(run_dir: Path) -> pl.DataFrame:
 def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny_model, etapp_data, scratch_env):
     extra = _tiny(tiny_model)
     finished = tmp_path / "uninterrupted"
-    done = subprocess.run(_command(finished, etapp_data, extra), cwd=REPO, env=scratch_env, capture_output=True,
-                          text=True, timeout=1800)
+    done = toolsweep(_command(finished, etapp_data, extra)[3:], env=scratch_env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = tmp_path / "run"
     _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/3")   # agent: after its first shard of 3
