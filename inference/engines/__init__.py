@@ -167,8 +167,7 @@ class EnginePool:
         from inference.errors import EngineError
 
         if self.swap_id != f"{target}\n{cls.swap_key(engine_cfg, context)}":
-            self.last_reason = "the engine's options differ (besides the checkpoint)"
-            return None
+            return None  # another engine altogether, not another checkpoint for this one
         problems = swap_problems(str(self.path), str(context.model.path))
         if problems:
             self.last_reason = "; ".join(problems)

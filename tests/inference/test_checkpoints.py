@@ -92,3 +92,73 @@ def test_an_adapter_or_no_safetensors_are_never_swapped(two_seeds, tmp_path):
     (bare / "config.json").write_text((two_seeds[0] / "config.json").read_text())
     assert "is not a folder of safetensors weights" in swap_problems(two_seeds[0], bare)[0]
     assert swap_problems(two_seeds[0], tmp_path / "missing") != []
+
+
+class FakeEngine:
+    """An engine with vLLM's pool interface, whose swap fails on request (no vLLM here)."""
+
+    fail_swap = False
+
+    def __init__(self, path: str) -> None:
+        self.path, self.swapped_to = path, []
+
+    @classmethod
+    def from_config(cls, engine_cfg, context) -> "FakeEngine":
+        return cls(str(context.model.path))
+
+    @classmethod
+    def reuse_key(cls, engine_cfg, context) -> str:
+        return str(context.model.path)
+
+    @classmethod
+    def swap_key(cls, engine_cfg, context) -> str:
+        return "one shape"
+
+    def swap(self, context) -> None:
+        if self.fail_swap:
+            raise OSError("the weights file went away mid-read")
+        self.swapped_to.append(str(context.model.path))
+
+    def rebind(self, context) -> None:
+        pass
+
+
+def _context(path: Path):
+    from types import SimpleNamespace
+
+    from inference.engines import EngineContext
+
+    return EngineContext(model=SimpleNamespace(path=str(path)), decoding=None, max_model_len=None, sample_ids=[])
+
+
+def test_the_pool_swaps_a_same_shaped_checkpoint_and_says_why_it_did_not(two_seeds, tmp_path):
+    from inference.engines import EnginePool
+
+    target = f"{__name__}:FakeEngine"
+    pool = EnginePool()
+    pool.enabled = True
+    a, b = two_seeds
+    first = pool.obtain(target, None, _context(a))
+    assert pool.last_start == "cold"
+    assert pool.obtain(target, None, _context(b)) is first and first.swapped_to == [str(b)]
+    assert pool.last_start == "swapped" and pool.last_reason is None
+    assert pool.obtain(target, None, _context(b)) is first and pool.last_start == "reused"
+    rope = _copy(b, tmp_path / "rope")
+    _edit_config(rope, rope_parameters={"rope_theta": 1.0})
+    other = pool.obtain(target, None, _context(rope))
+    assert other is not first and pool.last_start == "cold"
+    assert pool.last_reason.startswith("config.json differs in rope_parameters"), pool.last_reason
+
+
+def test_a_swap_that_fails_part_way_fails_its_job_and_marks_the_worker_broken(two_seeds, monkeypatch):
+    from inference.engines import EnginePool
+    from inference.errors import EngineError
+
+    target = f"{__name__}:FakeEngine"
+    pool = EnginePool()
+    pool.enabled = True
+    pool.obtain(target, None, _context(two_seeds[0]))
+    monkeypatch.setattr(FakeEngine, "fail_swap", True)
+    with pytest.raises(EngineError, match="the weights file went away mid-read.*next job starts a new worker"):
+        pool.obtain(target, None, _context(two_seeds[1]))
+    assert pool.broken and pool.engine is None and pool.key is None
