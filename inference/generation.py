@@ -282,10 +282,20 @@ class Generator:
                 self._engine = make_engine(self.role, self.max_model_len, sample_ids, self.partial)
             # a sweep's warm worker hands a job the engine an earlier job of the same engine loaded
             self.engine_start = {"how": POOL.last_start, "s": self.timer.phases["model_load"],
-                                 **({"not_swapped": POOL.last_reason} if POOL.last_reason else {})}
+                                 **({"not_swapped": POOL.last_reason} if POOL.last_reason else {}),
+                                 **self._fresh_worker()}
             if POOL.last_reason:
                 marker(f"a new engine: the loaded one could not take this checkpoint ({POOL.last_reason})")
         return self._engine
+
+    def _fresh_worker(self) -> dict[str, str]:
+        """Why a sweep gave this job's model a fresh worker, where it says (inference/workers.py)."""
+        import os
+
+        from inference.workers import FRESH_BECAUSE
+
+        why = os.environ.get(FRESH_BECAUSE)
+        return {"fresh_worker_because": why} if why and self.role.name == MODEL_ROLE else {}
 
     def _sharded(self, requests: list[Request], keys: list[str]) -> list[Generation]:
         """Generate what the store lacks, writing each shard as soon as it is done."""

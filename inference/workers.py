@@ -24,6 +24,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional, Sequence
 
+FRESH_BECAUSE = "TOOLSWEEP_FRESH_WORKER_BECAUSE"
+"""Set for a job whose worker is a fresh one where a worker with another engine was there: why (its
+run.json keeps it beside how its engine started)."""
+
 DONE = b"\x1e\x1etoolsweep-worker-job-done "
 """Ends a job's output on the worker's stdout, followed by its result as one JSON line."""
 
@@ -79,17 +83,22 @@ class Worker:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         preexec_fn=_die_with_parent)
         self.devices = devices
+        self.env = env
         self.key: Optional[str] = None
         self._stack = stack
         self._pending = b""
 
-    def run(self, argv: Sequence[str], log_path: Path) -> tuple[int, str, bool]:
+    def run(self, argv: Sequence[str], log_path: Path, note: Optional[str] = None) -> tuple[int, str, bool]:
         """Run one job (`toolsweep ARGV`) here, its output to `log_path` and this process's stdout;
-        returns (exit code, the log's text, whether this worker can take another job)."""
+        returns (exit code, the log's text, whether this worker can take another job). `note`: why
+        this worker is a fresh one, for the job's run.json."""
         assert self.process.stdin is not None and self.process.stdout is not None
+        request: dict[str, Any] = {"argv": list(argv)}
+        if note:
+            request["env"] = {**self.env, FRESH_BECAUSE: note}
         with open(log_path, "wb") as log:
             try:
-                self.process.stdin.write((json.dumps({"argv": list(argv)}) + "\n").encode())
+                self.process.stdin.write((json.dumps(request) + "\n").encode())
                 self.process.stdin.flush()
             except (BrokenPipeError, OSError):
                 pass  # the worker is gone: its exit code is the job's
@@ -179,7 +188,7 @@ class Workers:
             self.held_path = path
         elif worker.key is None:
             worker.key = ""
-        returncode, text, healthy = worker.run(argv, log_path)
+        returncode, text, healthy = worker.run(argv, log_path, self.why_fresh)
         if not healthy:
             self.close()
         return returncode, text, how, worker.devices

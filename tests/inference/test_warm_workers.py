@@ -184,6 +184,8 @@ def test_a_checkpoint_sweep_swaps_weights_in_place_and_equals_cold_engines(tmp_p
     assert jobs[2][0]["status"] == "complete" and jobs[2][0]["worker"] == "fresh"
     assert jobs[2][1]["roles"]["model"]["engine_start"]["how"] == "cold"
     assert "rope_theta" in jobs[2][0]["fresh_worker_because"] and "rope_theta" in out, jobs[2][0]
+    assert jobs[2][1]["roles"]["model"]["engine_start"]["fresh_worker_because"] == jobs[2][0]["fresh_worker_because"]
+    assert "fresh_worker_because" not in jobs[1][1]["roles"]["model"]["engine_start"]
     assert jobs[3][0]["status"] == "failed" and jobs[3][0]["worker"] == "fresh", jobs[3][0]
     assert "truncated" in jobs[3][0]["fresh_worker_because"], jobs[3][0]
 
