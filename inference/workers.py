@@ -39,7 +39,8 @@ def engine_key(job_config: Any, swap: bool = False) -> str:
     engine that loads weights here is loaded again in the same worker, the last one's memory freed
     with its job); jobs whose engine loads no weights here (replay, script, a server) share any
     worker (""). With `swap`, the checkpoint is named by its shape (inference.checkpoints) where the
-    engine can take another checkpoint's weights in place: checkpoints of one shape share a key."""
+    engine can take another checkpoint's weights in place: checkpoints of one shape share a key; and
+    LoRA adapters of one base share its key (the engine serves each job's adapter per request)."""
     from omegaconf import OmegaConf
 
     from inference.engines import engine_class
@@ -56,7 +57,9 @@ def engine_key(job_config: Any, swap: bool = False) -> str:
         return f"unresolved: {exc}"
     if not weights:  # no model in this process (replay, a script, a server's client)
         return ""
-    if swap and hasattr(cls, "swap") and not model.get("lora"):
+    if swap and hasattr(cls, "swap") and model.get("lora"):
+        model = {**model, "lora": "one adapter per request"}  # adapters of one base share its engine
+    elif swap and hasattr(cls, "swap"):
         from inference.checkpoints import shape_key
 
         shape = shape_key(str(model["path"]))

@@ -148,7 +148,7 @@ class EnginePool:
             self.engine.rebind(context)
             self.last_start = "reused"
             return self.engine
-        if key is not None and self.key is not None and hasattr(cls, "swap"):
+        if key is not None and self.key is not None and hasattr(cls, "swap") and not getattr(context.model, "lora", None):
             swapped = self._swapped(cls, target, engine_cfg, context)
             if swapped is not None:
                 self.key, self.path = key, str(context.model.path)

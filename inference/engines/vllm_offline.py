@@ -126,12 +126,8 @@ class VLLMEngine:
         decoding = context.decoding
         self.constraint = self.backend = decoding.constraint
         self._max_new_tokens, self._temperature, self._seed = decoding.max_new_tokens, decoding.temperature, decoding.seed
-        self._lora = None
-        if context.model.lora:
-            from vllm.lora.request import LoRARequest
-
-            lora = context.model.lora
-            self._lora = LoRARequest(os.path.basename(os.path.normpath(lora)), 1, lora)
+        self._adapters: dict[str, int] = {}
+        self._lora = self._adapter(context.model.lora)
         try:
             self.llm = LLM(**vllm_arguments(engine, context, on_cpu))
         except Exception as exc:  # noqa: BLE001 - vLLM raises many types while starting
@@ -153,8 +149,19 @@ class VLLMEngine:
         import torch
 
         arguments = vllm_arguments(engine, context, on_cpu=not torch.cuda.is_available())
-        return json.dumps({"llm": arguments, "lora": context.model.lora,
+        # which adapter is not part of it: each job's adapter goes with its requests (rebind)
+        return json.dumps({"llm": arguments, "lora": bool(context.model.lora),
                            "compile_timeout_s": context.decoding.compile_timeout_s}, sort_keys=True, default=str)
+
+    def _adapter(self, path: str | None) -> Any:
+        """The LoRA request of adapter folder `path` (None: the base model): one id per folder for
+        the engine's life, so that vLLM loads each adapter once and never serves one for another."""
+        if not path:
+            return None
+        from vllm.lora.request import LoRARequest
+
+        number = self._adapters.setdefault(os.path.abspath(path), len(self._adapters) + 1)
+        return LoRARequest(f"{os.path.basename(os.path.normpath(path))}-{number}", number, path)
 
     @classmethod
     def swap_key(cls, engine: VLLMEngineConfig, context: EngineContext) -> str:
@@ -167,13 +174,16 @@ class VLLMEngine:
         arguments = vllm_arguments(engine, context, on_cpu=not torch.cuda.is_available())
         for named in ("model", "tokenizer"):
             arguments.pop(named)
-        return json.dumps({"llm": arguments, "lora": context.model.lora,
+        return json.dumps({"llm": arguments, "lora": bool(context.model.lora),
                            "compile_timeout_s": context.decoding.compile_timeout_s}, sort_keys=True, default=str)
 
     def swap(self, context: EngineContext) -> None:
         """Read `context.model.path`'s weights into this engine (the same shape: the pool checked)
         so that it answers as a fresh engine on that checkpoint would, token for token."""
         path = str(context.model.path)
+        if context.model.lora or self._adapters:
+            # a reload drops vLLM's loaded adapters: an engine that serves adapters is not swapped
+            raise EngineError("an engine serving LoRA adapters is not swapped to another checkpoint")
         # vLLM re-reads the checkpoint layer by layer into the same memory (compiled graphs stay valid).
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": path, "is_checkpoint_format": True})
         # A tied lm_head shares the embedding's weight, which the reload refills through the embedding
@@ -189,6 +199,7 @@ class VLLMEngine:
         decoding = context.decoding
         self._max_new_tokens, self._temperature, self._seed = decoding.max_new_tokens, decoding.temperature, decoding.seed
         self.backend = self.constraint
+        self._lora = self._adapter(context.model.lora)
 
     def _structured(self, key: tuple) -> Any:
         from vllm.sampling_params import StructuredOutputsParams

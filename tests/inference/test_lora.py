@@ -40,18 +40,27 @@ def make_lora_adapter(base: Path, out: Path, scale: float, rank: int = 8, seed: 
 
 
 @pytest.mark.vllm
-def test_lora_adapter_is_applied(tmp_path, tiny_model, scratch_env):
+def test_lora_adapter_is_applied_and_adapters_share_one_base_engine(tmp_path, tiny_model, scratch_env):
+    """A zero adapter changes nothing, a noisy one does; run one after another on the warm worker
+    (tests/warm.py), the adapters after the first are served by the engine the first one loaded,
+    one LoRA request each: the zero adapter after the noisy one still equals the base model, and
+    the noisy one again equals its own run on a fresh engine."""
     # LoRA kernels are slow on CPU: one sample, and the rank reserved no larger than the adapter's
     args = [*tiny_args(tiny_model), "dataset.limit=1", "dataset.settings=[p]", "engine.cache=false",
             "model.max_lora_rank=8", "decoding.constraint=none"]
-    outputs = {}
-    for name, scale in (("base", None), ("zero", 0.0), ("noisy", 3.0)):
-        extra = [] if scale is None else [f"model.lora={make_lora_adapter(tiny_model, tmp_path / name, scale)}"]
-        done = run_toolsweep(tmp_path / f"run-{name}", [*args, *extra], env=scratch_env)
+    adapters = {"zero": make_lora_adapter(tiny_model, tmp_path / "zero", 0.0),
+                "noisy": make_lora_adapter(tiny_model, tmp_path / "noisy", 3.0)}
+    outputs, starts = {}, {}
+    for run, adapter in (("base", None), ("noisy", "noisy"), ("zero", "zero"), ("noisy-again", "noisy")):
+        extra = [] if adapter is None else [f"model.lora={adapters[adapter]}"]
+        done = run_toolsweep(tmp_path / f"run-{run}", [*args, *extra], env=scratch_env)
         assert done.returncode == 0, done.stderr[-3000:]
-        outputs[name] = pl.read_parquet(tmp_path / f"run-{name}" / "samples.parquet")["output"].to_list()
+        outputs[run] = pl.read_parquet(tmp_path / f"run-{run}" / "samples.parquet")["output"].to_list()
+        starts[run] = json.loads((tmp_path / f"run-{run}" / "run.json").read_text())["roles"]["model"]["engine_start"]
+    assert starts["noisy"]["how"] == "cold" and starts["zero"]["how"] == starts["noisy-again"]["how"] == "reused"
     assert outputs["zero"] == outputs["base"]     # B = 0: the adapter adds nothing
     assert outputs["noisy"] != outputs["base"]    # so a change here is the adapter at work
+    assert outputs["noisy-again"] == outputs["noisy"]
 
 
 def test_lora_needs_an_adapter_folder_and_vllm(tmp_path):

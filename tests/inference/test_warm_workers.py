@@ -196,3 +196,30 @@ def test_a_checkpoint_sweep_swaps_weights_in_place_and_equals_cold_engines(tmp_p
     assert reference.returncode == 0, said[-3000:]
     assert _job(cold, 0)[2].equals(jobs[1][2]), "the swapped-in checkpoint answered otherwise than a cold engine"
     assert not jobs[0][2].equals(jobs[1][2]), "the two steps answer alike: the comparison would prove nothing"
+
+
+def _job_config(overrides: list[str]):
+    import warnings
+
+    from hydra import compose, initialize_config_dir
+
+    import inference.cli  # noqa: F401 - registers the config schema and resolvers
+
+    with warnings.catch_warnings(), initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        warnings.simplefilter("ignore")
+        return compose("config", overrides=overrides)
+
+
+def test_adapters_of_one_base_share_a_worker_and_other_bases_do_not(tmp_path, tiny_model):
+    from inference.workers import engine_key
+
+    def keys(base: Path, adapter: str) -> tuple[str, str]:
+        config = _job_config([*tiny_args(base), f"model.lora={tmp_path / adapter}"])
+        return engine_key(config), engine_key(config, swap=True)
+
+    other = tmp_path / "other-base"
+    other.mkdir()
+    exact_a, shared_a = keys(tiny_model, "a")
+    exact_b, shared_b = keys(tiny_model, "b")
+    assert exact_a != exact_b and shared_a == shared_b  # one engine, one LoRA request per job
+    assert keys(other, "a")[1] != shared_a               # another base model: another engine
