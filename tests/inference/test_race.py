@@ -25,6 +25,7 @@ from inference.errors import ConfigError
 from inference.gold import gold_outputs, write_predictions
 from inference.shards import subsample
 from tests.conftest import REPO
+from tests.warm import toolsweep
 
 
 def test_round_sizes_grow_to_the_whole_set():
@@ -178,8 +179,7 @@ def test_a_race_over_eight_checkpoints_killed_after_its_first_round_picks_the_be
         first.wait()
     round_one = json.loads((sweep / "race.json").read_text())["rounds"][0]
     logs = {k: (sweep / str(k) / "job.log").stat().st_mtime_ns for k in range(len(STEPS))}
-    done = subprocess.run(_race(sweep, folders, petoolbench_file), cwd=REPO, capture_output=True, text=True,
-                          timeout=900)
+    done = toolsweep(_race(sweep, folders, petoolbench_file)[3:], timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     race = json.loads((sweep / "race.json").read_text())
     assert race["sizes"] == [250, 1000] and race["rounds"][0] == round_one, "round 1 kept as recorded"

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import REPO, tiny_args
 from tests.inference.test_end_to_end import check_run_around_answers
+from tests.warm import toolsweep
 
 # TOOLSWEEP_KILL_TEST_ARGS swaps the data, e.g. "dataset=petoolbench dataset.path=... dataset.limit=10"
 DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=1"))
@@ -77,8 +78,7 @@ def test_killed_run_resumes_to_identical_results(tmp_path, args, scratch_env):
     console), and a
     grading-only rerun of it makes no engine call: one test, so that it is made once."""
     baseline = tmp_path / "baseline"
-    done = subprocess.run(_command(baseline, args), cwd=REPO, env=scratch_env, capture_output=True, text=True,
-                          timeout=1800)
+    done = toolsweep(_command(baseline, args)[3:], env=scratch_env, timeout=1800)
     default_data = "TOOLSWEEP_KILL_TEST_ARGS" not in os.environ
     check_run_around_answers(baseline, done, "none", [f"{s}-900001" for s in "prc"] if default_data else None,
                              one_shard=False)
@@ -105,8 +105,7 @@ def test_killed_run_resumes_to_identical_results(tmp_path, args, scratch_env):
 
 def _check_grading_only_rerun(baseline: Path, args: list[str], scratch_env: dict[str, str]) -> None:
     """Rerunning a finished run (here with a different error threshold, a grading-side change)."""
-    done = subprocess.run([*_command(baseline, args), "max_error_rate=0.5"], cwd=REPO, env=scratch_env,
-                          capture_output=True, text=True, timeout=600)
+    done = toolsweep([*_command(baseline, args)[3:], "max_error_rate=0.5"], env=scratch_env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads((baseline / "run.json").read_text())
     assert facts["generation"]["engine_calls"] == 0 and "model_load" not in facts["wall_s"]
