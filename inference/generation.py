@@ -292,7 +292,7 @@ class Generator:
         """Why a sweep gave this job's model a fresh worker, where it says (inference/workers.py)."""
         import os
 
-        from inference.workers import FRESH_BECAUSE
+        from inference.engines import FRESH_BECAUSE
 
         why = os.environ.get(FRESH_BECAUSE)
         return {"fresh_worker_because": why} if why and self.role.name == MODEL_ROLE else {}

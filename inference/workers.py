@@ -24,9 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional, Sequence
 
-FRESH_BECAUSE = "TOOLSWEEP_FRESH_WORKER_BECAUSE"
-"""Set for a job whose worker is a fresh one where a worker with another engine was there: why (its
-run.json keeps it beside how its engine started)."""
+from inference.engines import FRESH_BECAUSE
 
 DONE = b"\x1e\x1etoolsweep-worker-job-done "
 """Ends a job's output on the worker's stdout, followed by its result as one JSON line."""

@@ -111,6 +111,11 @@ class Engine(Protocol):
         ...
 
 
+FRESH_BECAUSE = "TOOLSWEEP_FRESH_WORKER_BECAUSE"
+"""Set by a sweep (inference/workers.py) for a job whose worker is a fresh one where a worker with
+another engine was there: why (the job's run.json keeps it beside how its engine started)."""
+
+
 class EnginePool:
     """Keeps the last engine built in this process for the next job that asks for the same one.
 
