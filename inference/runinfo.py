@@ -102,7 +102,17 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's live process
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A killed process not yet reaped by its parent (a killed sweep's worker, until init reaps it)
+    still answers to its pid, but holds nothing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux), or gone since
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 _HELD: set[Path] = set()

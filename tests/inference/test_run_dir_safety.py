@@ -58,3 +58,28 @@ def test_an_unreadable_cache_file_is_skipped_with_a_warning(tmp_path, capsys):
     assert found == {"k1": Generation("p-1", "out", "stop", 3)}
     err = capsys.readouterr().err
     assert "warning: skipping unreadable generation file" in err and "garbage.parquet" in err
+
+
+def test_a_killed_process_not_yet_reaped_holds_no_lock():
+    """A SIGKILLed sweep's worker stays a zombie until it is reaped: its pid still answers, but a
+    rerun must take its run dir over, not wait on it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from inference.runinfo import _alive
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert _alive(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.time() + 10
+        while not open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+            assert time.time() < deadline, "the killed child never became a zombie"
+            time.sleep(0.05)
+        assert not _alive(child.pid), "a zombie was taken for a live lock holder"
+    finally:
+        child.kill()
+        child.wait()
