@@ -12,7 +12,7 @@ with the same one. `reuse_engine=false` is the basic launcher exactly: one new p
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.config_store import ConfigStore
@@ -42,27 +42,16 @@ class WarmLauncher(BasicLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         if not self.reuse_engine:
             return super().launch(job_overrides, initial_job_idx)
-        from inference import workers
-
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         configs = [self._job_config(overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
-        keys = [workers.engine_key(config) for config in configs]
-        shapes = [workers.engine_key(config, swap=True) for config in configs]
-        pool = workers.ACTIVE = workers.ACTIVE or workers.Workers()
-        pool.keys.update({tuple(overrides): key for overrides, key in zip(job_overrides, shapes)})
-        pool.paths.update({tuple(overrides): model_path(config) for overrides, config in zip(job_overrides, configs)})
+        plan = warm_plan(job_overrides, configs)
         log.info(f"Launching {len(job_overrides)} jobs locally, on warm workers")
-        runs: Dict[int, JobReturn] = {}
-        for index in engine_order(keys, shapes):
-            log.info(f"\t#{initial_job_idx + index} : {' '.join(filter_overrides(job_overrides[index]))}")
-            runs[index] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
-                                  config=configs[index], job_dir_key="hydra.sweep.dir",
-                                  job_subdir_key="hydra.sweep.subdir")
-            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        return [runs[index] for index in range(len(job_overrides))]
+        done = run_warm(self.hydra_context, self.task_function, [(i, configs[i]) for i in plan.order], plan,
+                        lambda: configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose))
+        return [done[index] for index in range(len(job_overrides))]
 
     def _job_config(self, overrides: Sequence[str], number: int):
         config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -70,6 +59,56 @@ class WarmLauncher(BasicLauncher):
             config.hydra.job.id = number
             config.hydra.job.num = number
         return config
+
+
+@dataclass
+class WarmPlan:
+    """A sweep's jobs as warm workers take them: the order (jobs with one engine back to back,
+    checkpoints of one shape after each other) and each job's engine key and checkpoint, by its
+    overrides (inference.workers.Workers reads them to keep or replace its worker)."""
+
+    order: List[int]
+    keys: Dict[Tuple[str, ...], str]
+    paths: Dict[Tuple[str, ...], Optional[str]]
+    groups: List[List[int]]
+    """The order cut where the engine changes: each group's jobs share one engine."""
+
+
+def warm_plan(job_overrides: Sequence[Sequence[str]], configs: Sequence[Any]) -> WarmPlan:
+    from inference import workers
+
+    keys = [workers.engine_key(config) for config in configs]
+    shapes = [workers.engine_key(config, swap=True) for config in configs]
+    order = engine_order(keys, shapes)
+    groups: List[List[int]] = []
+    for index in order:  # a job that needs no engine goes with the group before it
+        if groups and shapes[index] in ("", shapes[groups[-1][0]]):
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return WarmPlan(order=order, groups=groups,
+                    keys={tuple(o): key for o, key in zip(job_overrides, shapes)},
+                    paths={tuple(o): model_path(config) for o, config in zip(job_overrides, configs)})
+
+
+def run_warm(hydra_context: Any, task_function: Any, jobs: Sequence[Tuple[int, Any]], plan: WarmPlan,
+             after_job: Any = None) -> Dict[int, JobReturn]:
+    """Run `jobs` (index, composed job config) one after another in this process, each on the
+    process's warm worker (inference.workers.ACTIVE); returns each job's JobReturn by index. The
+    local launcher runs a whole sweep so; a GPU slot's lane and a SLURM task run their share so."""
+    from inference import workers
+
+    pool = workers.ACTIVE = workers.ACTIVE or workers.Workers()
+    pool.keys.update(plan.keys)
+    pool.paths.update(plan.paths)
+    runs: Dict[int, JobReturn] = {}
+    for index, config in jobs:
+        log.info(f"\t#{config.hydra.job.num} : {' '.join(filter_overrides(config.hydra.overrides.task))}")
+        runs[index] = run_job(hydra_context=hydra_context, task_function=task_function, config=config,
+                              job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        if after_job is not None:
+            after_job()
+    return runs
 
 
 def model_path(config) -> Optional[str]:
