@@ -3,8 +3,9 @@
 vLLM does not give GPU memory back between models in one process, and a job that crashes
 or runs out of memory must not end the sweep. So under `-m` each job re-runs `toolsweep`
 for its own overrides in another process: a warm worker that keeps its engine for the next job
-with the same one (inference/workers.py, under the local launcher), else a new child process; the
-parent only records how the job ended (`job.json`) and, when the sweep ends, writes the leaderboard.
+with the same one (inference/workers.py, under the local and local_gpus launchers), else a new child
+process; the parent only records how the job ended (`job.json`) and, when the sweep ends, writes the
+leaderboard.
 """
 
 from __future__ import annotations
