@@ -67,16 +67,19 @@ def _mixed_answers(path: Path) -> Path:
 
 @pytest.mark.vllm
 def test_a_checkpoint_sweep_runs_on_slurm_with_the_default_requests(tmp_path, slurm, tiny_model, scratch_env):
-    """Two checkpoints of the tiny model through hydra/launcher=slurm as it ships: on this GPU-less
-    node the jobs ask for no GPU and for the CPUs and memory the node has, run, and the sweep
-    ends with its leaderboard; submitit's polls stay quiet although the cluster keeps no accounting."""
+    """Two checkpoints of the tiny model through hydra/launcher=slurm as it ships, but for
+    jobs_per_task=2: on this GPU-less node the task asks for no GPU and for the CPUs and memory the
+    node has; one array task runs both jobs on one warm worker (the second checkpoint read into the
+    first one's engine), and the sweep ends with its leaderboard; submitit's polls stay quiet
+    although the cluster keeps no accounting."""
     second = tmp_path / "ckpts" / "checkpoint-200"
     second.mkdir(parents=True)
     for f in tiny_model.iterdir():
         (second / f.name).symlink_to(f)
     sweep = tmp_path / "sweep"
-    done = toolsweep(slurm, ["-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=slurm",
-                             *tiny_args(f"{tiny_model},{second}"), "dataset.limit=1", "dataset.settings=[p]"],
+    done = toolsweep(slurm, ["-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=slurm", "hydra.launcher.jobs_per_task=2",
+                             *tiny_args(f"{tiny_model},{second}"), "dataset.limit=1", "dataset.settings=[p]",
+                             "engine.cache=false"],
                      scratch_env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "sacct" not in done.stderr and "accounting storage is disabled" not in done.stderr, done.stderr[-2000:]
@@ -85,7 +88,13 @@ def test_a_checkpoint_sweep_runs_on_slurm_with_the_default_requests(tmp_path, sl
     board = pl.read_parquet(sweep / "leaderboard.parquet")
     assert board.filter(pl.col("status") == "complete")["job"].unique().sort().to_list() == [0, 1]
     assert board.filter(job=1)["step"].unique().to_list() == [200]
-    assert [json.loads((sweep / str(k) / "job.json").read_text())["status"] for k in (0, 1)] == ["complete"] * 2
+    jobs = [json.loads((sweep / str(k) / "job.json").read_text()) for k in (0, 1)]
+    assert [job["status"] for job in jobs] == ["complete"] * 2
+    assert len(list((sweep / ".submitit").glob("*/*_result.pkl"))) == 1  # one task ran both
+    assert [job["worker"] for job in jobs] == ["fresh", "warm"], jobs
+    started = [json.loads((sweep / str(k) / "run.json").read_text())["roles"]["model"]["engine_start"]["how"]
+               for k in (0, 1)]
+    assert started == ["cold", "swapped"]
 
 
 def test_a_gpu_cluster_is_asked_for_tensor_parallel_gpus_per_task(tmp_path):
@@ -188,6 +197,74 @@ def test_a_requeued_job_resumes_from_its_finished_shards(tmp_path, slurm, tiny_m
     keys = pl.read_parquet(sorted(str(p) for p in (sweep / "0" / "parts").glob("part-*.parquet")))["cache_key"]
     assert keys.len() == 6 and keys.is_unique().all(), "a finished shard was generated again"
     assert "Restarts=1" in slurm.run("scontrol", "show", "job", job_id).stdout
+
+
+@pytest.mark.parametrize("groups,per_task,tasks", [
+    ([[0, 1, 2, 3]], 1, [[0], [1], [2], [3]]),
+    ([[0, 1, 2, 3]], 2, [[0, 1], [2, 3]]),
+    ([[0, 1, 2, 3, 4]], 4, [[0, 1, 2], [3, 4]]),
+    ([[2, 0], [1], [3, 4, 5]], 3, [[2, 0], [1], [3, 4, 5]]),
+    ([[0], [1]], 8, [[0], [1]]),
+], ids=["one_job_a_task_as_before", "a_group_cut_in_two", "tasks_of_even_size_never_over_n",
+        "plan_order_kept_group_by_group", "engines_never_merged"])
+def test_array_tasks_take_the_jobs_of_one_engine(groups, per_task, tasks):
+    """jobs_per_task cuts each engine group (warm_plan's) into as few tasks as it allows, of even
+    size, in the plan's order; two engines never share a task (it would only run them one after
+    the other on two workers, the parallelism lost)."""
+    from hydra_plugins.toolsweep_launcher.slurm_launcher import array_tasks
+
+    assert array_tasks(groups, per_task) == tasks
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "slurm_local"])
+def test_fewer_than_one_job_per_task_is_refused(launcher, capsys):
+    """Before anything is submitted, with toolsweep's error line and exit code (a configuration error)."""
+    from hydra_plugins.toolsweep_launcher.slurm_launcher import WarmSlurmLauncher, WarmSubmititLocalLauncher
+
+    cls = WarmSlurmLauncher if launcher == "slurm" else WarmSubmititLocalLauncher
+    with pytest.raises(SystemExit) as ended:
+        cls(jobs_per_task=0, submitit_folder="x")
+    assert ended.value.code == 2
+    assert "toolsweep: error: hydra.launcher.jobs_per_task must be at least 1, got 0: set it to 1" in \
+        capsys.readouterr().err
+
+
+def test_a_requeued_task_keeps_its_completed_jobs_and_runs_the_rest(tmp_path, slurm):
+    """jobs_per_task=2: two replay jobs in one array task, `scontrol requeue` (what preemption
+    does) during the second; the requeued task runs its jobs again: the first is kept as it was,
+    the second runs and the sweep ends complete."""
+    gold = gold_outputs(load_petoolbench(SAMPLE, ["p"]))
+    full, half = write_predictions(gold, tmp_path / "full.jsonl"), write_predictions(gold.head(5), tmp_path / "half.jsonl")
+    sweep = tmp_path / "sweep"
+    # job 1's first attempt pauses where replay names the samples half.jsonl lacks
+    env = {**os.environ, "TOOLSWEEP_PAUSE_AT": "have no prediction", "TOOLSWEEP_PAUSE_S": "60"}
+    sweeping = subprocess.Popen([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={sweep}",
+                                 "hydra/launcher=slurm", "hydra.launcher.jobs_per_task=2", "engine=replay",
+                                 f"engine.predictions={full},{half}", "dataset.settings=[p]"],
+                                cwd=REPO, env=slurm.env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = sweep / "1" / "job.log"
+    deadline = time.time() + 600
+    while not (log.is_file() and "have no prediction" in log.read_text()):
+        assert time.time() < deadline and sweeping.poll() is None, "job 1 never reached its pause"
+        time.sleep(0.5)
+    first = (sweep / "0" / "job.json").read_text()
+    (job_id,) = slurm.jobs()
+    slurm.run("scontrol", "requeue", job_id)
+    # the requeued task reads half.jsonl as it is then: complete, so it does not pause
+    write_predictions(gold, half)
+    while slurm.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() != "PENDING":
+        assert time.time() < deadline, "the requeued task never went back to pending"
+        time.sleep(0.5)
+    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    out, err = sweeping.communicate(timeout=600)
+    assert sweeping.returncode == 0, out[-2000:] + err[-3000:]
+    assert "Restarts=1" in slurm.run("scontrol", "show", "job", job_id).stdout
+    assert (sweep / "0" / "job.json").read_text() == first  # kept, not run again
+    board = pl.read_parquet(sweep / "leaderboard.parquet")
+    # a job recorded as failed when SLURM stopped it would end the sweep before the requeued task ran
+    assert board.filter(pl.col("status") != "complete").is_empty(), board.select("job", "status", "reason").unique()
+    board = board.filter(setting="p", parser="official")
+    assert board.sort("job").select("status", "tool_acc").rows() == [("complete", 1.0), ("complete", 1.0)]
 
 
 def test_shards_are_a_stable_hash_of_the_key():
