@@ -14,10 +14,8 @@ run leaves no orphan holding the GPU.
 
 from __future__ import annotations
 
-import ctypes
 import json
-import signal
-import subprocess
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -117,6 +115,10 @@ def solve_all(cfg: ToolsweepConfig, benchmark: Any, run_dir: Path, resolved: dic
     isolate = len(names) > 1
     if isolate:
         save_config(run_dir, resolved)
+        if any(Role.of(cfg, get_solver(name).role).engine.loads_model for name in names[start:]):
+            from inference.preload import start_early
+
+            start_early()  # the solvers' processes fork from it: its imports run while the samples load
     with timer.phase("load"):
         table = load_samples(cfg, benchmark) if start == 0 else read_step(run_dir, start - 1)
     facts: dict[str, Any] = {"solvers": {}, "roles": {}}
@@ -188,19 +190,13 @@ def _speeds(generator: Generator, wall: float, timer: Timer) -> dict[str, Any]:
 def run_isolated(run_dir: Path, number: int) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Solver `number` in a child process (its input: the previous step's table on disk, which the
     step before it wrote); returns what the child wrote."""
-    command = [sys.executable, "-m", "inference.run", str(run_dir), str(number)]
-    code = subprocess.call(command, preexec_fn=_die_with_parent)
+    from inference.preload import spawn
+
+    code = spawn("inference.run", [str(run_dir), str(number)], dict(os.environ), "toolsweep-step").wait()
     if code != 0:
         raise StepFailed(f"solver {number + 1} failed in its process (exit {code}); its error is printed above and "
                          f"in {run_dir / 'run.log'}. Rerun the same command with hydra.run.dir={run_dir} to resume.")
     return read_step(run_dir, number), read_step_facts(run_dir, number)
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass  # not Linux: a killed parent may leave the child running
 
 
 def step_path(run_dir: Path, number: int) -> Path:

@@ -26,6 +26,9 @@ from typing import Any, Callable, ContextManager, Optional, Sequence
 
 from inference.engines import FRESH_BECAUSE
 
+WORKER_NAME = "toolsweep-work"
+"""A worker process's name (/proc/PID/comm), by which it can be found."""
+
 DONE = b"\x1e\x1etoolsweep-worker-job-done "
 """Ends a job's output on the worker's stdout, followed by its result as one JSON line."""
 
@@ -78,11 +81,9 @@ class Worker:
         env = {**env, "TOOLSWEEP_WARM_WORKER": "1"}
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
-        from inference.run import _die_with_parent
+        from inference.preload import spawn
 
-        self.process = subprocess.Popen([sys.executable, "-m", "inference.worker"], env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        preexec_fn=_die_with_parent)
+        self.process = spawn("inference.worker", [], env, WORKER_NAME, pipes=True)
         self.devices = devices
         self.env = env
         self.key: Optional[str] = None

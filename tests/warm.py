@@ -109,11 +109,11 @@ class WarmCommands:
     def _worker(self, key: str, env: dict[str, str]) -> subprocess.Popen:
         process = self.processes.get(key)
         if process is None or process.poll() is not None:
-            from inference.run import _die_with_parent
+            from inference.preload import tie_to_parent
 
             process = self.processes[key] = subprocess.Popen(
                 [sys.executable, "-m", "inference.worker"], env=env, cwd=Path(__file__).resolve().parent.parent,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=tie_to_parent)
         return process
 
     def close(self, key: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.processes import alive, descendants
 from tests.warm import toolsweep
 from tests.conftest import REPO, tiny_args
 
@@ -82,11 +83,11 @@ def _kill_at(run_dir: Path, data: Path, extra: tuple[str, ...], env: dict[str, s
         if line.startswith(f"[toolsweep] {marker}"):
             break
         assert time.time() < deadline, "marker never reached"
+    below = descendants(run.pid)
+    assert "toolsweep-step" in below.values(), f"the paused solver's process is not below the run: {below}"
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
-    time.sleep(1.0)
-    alive = subprocess.run(["pgrep", "-f", f"inference.run {run_dir}"], capture_output=True, text=True).stdout
-    assert not alive.strip(), f"a phase process outlived the killed run: {alive}"
+    assert not alive(list(below)), f"processes of the killed run outlived it: {below}"
 
 
 def _generation(run_dir: Path, step: int) -> dict:

@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 
 from hydra_plugins.toolsweep_launcher.warm_launcher import engine_order
-from inference.workers import DONE, Worker, compatible
+from inference.workers import DONE, WORKER_NAME, Worker, compatible
+from tests.processes import named
 from tests.conftest import REPO, tiny_args
 
 
@@ -71,16 +72,7 @@ def _sweep(sweep: Path, args: list[str], env: dict[str, str]) -> subprocess.Pope
 
 
 def _worker_pids(parent: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[1] == str(parent) and b"inference.worker" in cmdline:
-            found.append(int(entry.name))
-    return found
+    return named(parent, WORKER_NAME)
 
 
 def _job(sweep: Path, number: int) -> tuple[dict, dict, pl.DataFrame]:

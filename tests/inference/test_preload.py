@@ -1,0 +1,95 @@
+"""Processes forked from the preloaded template (inference/preload.py) behave as `python -m`
+would: their argv, environment, working dir, streams and exit codes are their own, they die with
+the process that started them, and a child whose environment the template cannot give is a new
+interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.processes import alive, descendants, named
+
+CHILD = """
+import os, sys, time
+print("argv", sys.argv[1:], "cwd", os.getcwd(), "vars", os.environ.get("TOOLSWEEP_X"),
+      os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+sys.stderr.write("to stderr\\n")
+if sys.argv[1] in ("sleep", "5"):
+    time.sleep(600 if sys.argv[1] == "sleep" else 1)
+sys.exit(int(sys.argv[1]))
+"""
+
+PARENT = """
+import json, os, signal, sys
+from inference import preload
+env = {**os.environ, "TOOLSWEEP_X": "per-run", "CUDA_VISIBLE_DEVICES": "3"}
+seen = {}
+child = preload.spawn("probe_child", ["3"], env, "probe-kid", pipes=True, cwd=sys.argv[1])
+seen["piped"] = child.stdout.read().decode()
+seen["piped_code"] = child.wait()
+seen["piped_forked"] = isinstance(child, preload.Child)
+sys.stdout.flush()
+quiet = preload.spawn("probe_child", ["0"], env, "probe-kid")
+seen["shared_code"] = quiet.wait()
+sleeper = preload.spawn("probe_child", ["sleep"], env, "probe-kid", pipes=True)
+sleeper.stdout.readline()
+seen["running"] = sleeper.poll()
+os.kill(sleeper.pid, signal.SIGTERM)
+seen["sigterm_code"] = sleeper.wait(30)
+other = preload.spawn("probe_child", ["0"], {**env, "PYTHONHASHSEED": "7"}, "probe-kid", pipes=True)
+seen["other_env_forked"] = isinstance(other, preload.Child)
+other.wait()
+print("RESULT " + json.dumps(seen), flush=True)
+last = preload.spawn("probe_child", ["sleep"], env, "probe-kid", pipes=True)
+last.stdout.readline()
+print("SLEEPING", flush=True)
+last.wait()
+"""
+
+
+def test_a_forked_child_is_its_own_process_and_dies_with_its_starter(tmp_path):
+    (tmp_path / "probe_child.py").write_text(CHILD)
+    (tmp_path / "parent.py").write_text(PARENT)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path)], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines = []
+    for line in parent.stdout:
+        lines.append(line)
+        if line.startswith("SLEEPING"):
+            break
+    said = "".join(lines)
+    assert "SLEEPING" in said, said + parent.stderr.read()
+    seen = json.loads(said.split("RESULT ", 1)[1].splitlines()[0])
+    assert seen["piped_forked"] and seen["piped_code"] == 3
+    assert seen["piped"] == f"argv ['3'] cwd {tmp_path} vars per-run 3\nto stderr\n", "its stderr joins the pipe"
+    assert "argv ['0'] cwd" in said, "a child without pipes writes to its starter's stdout"
+    assert seen["shared_code"] == 0 and seen["running"] is None and seen["sigterm_code"] == -signal.SIGTERM
+    assert seen["other_env_forked"] is False, "an environment the template was not started with: a new interpreter"
+
+    below = descendants(parent.pid)
+    template, sleeping = named(parent.pid, "toolsweep-tmpl"), named(parent.pid, "probe-kid")
+    assert len(template) == 1 and len(sleeping) == 1, below
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert not alive(list(below)), f"the killed starter's template or child lives on: {below}"
+
+
+def test_no_template_where_switched_off(tmp_path, monkeypatch):
+    from inference import preload
+
+    (tmp_path / "probe_child.py").write_text(CHILD)
+    monkeypatch.setenv("TOOLSWEEP_PRELOAD", "0")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    child = preload.spawn("probe_child", ["5"], env, "probe-kid", pipes=True)
+    assert isinstance(child, subprocess.Popen)
+    assert b"argv ['5']" in child.stdout.readline()
+    assert Path(f"/proc/{child.pid}/comm").read_text().strip() == "probe-kid", "named as a forked child is"
+    assert child.wait(60) == 5
