@@ -60,25 +60,30 @@ def test_a_forked_child_is_its_own_process_and_dies_with_its_starter(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
     parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path)], cwd=REPO, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    lines = []
-    for line in parent.stdout:
-        lines.append(line)
-        if line.startswith("SLEEPING"):
-            break
-    said = "".join(lines)
-    assert "SLEEPING" in said, said + parent.stderr.read()
-    seen = json.loads(said.split("RESULT ", 1)[1].splitlines()[0])
-    assert seen["piped_forked"] and seen["piped_code"] == 3
-    assert seen["piped"] == f"argv ['3'] cwd {tmp_path} vars per-run 3\nto stderr\n", "its stderr joins the pipe"
-    assert "argv ['0'] cwd" in said, "a child without pipes writes to its starter's stdout"
-    assert seen["shared_code"] == 0 and seen["running"] is None and seen["sigterm_code"] == -signal.SIGTERM
-    assert seen["other_env_forked"] is False, "an environment the template was not started with: a new interpreter"
+    try:
+        lines = []
+        for line in parent.stdout:
+            lines.append(line)
+            if line.startswith("SLEEPING"):
+                break
+        said = "".join(lines)
+        assert "SLEEPING" in said, said + parent.stderr.read()
+        seen = json.loads(said.split("RESULT ", 1)[1].splitlines()[0])
+        assert seen["piped_forked"] and seen["piped_code"] == 3
+        assert seen["piped"] == f"argv ['3'] cwd {tmp_path} vars per-run 3\nto stderr\n", "its stderr joins the pipe"
+        assert "argv ['0'] cwd" in said, "a child without pipes writes to its starter's stdout"
+        assert seen["shared_code"] == 0 and seen["running"] is None and seen["sigterm_code"] == -signal.SIGTERM
+        assert seen["other_env_forked"] is False, "an environment the template was not started with: a new interpreter"
 
-    below = descendants(parent.pid)
-    template, sleeping = named(parent.pid, "toolsweep-tmpl"), named(parent.pid, "probe-kid")
-    assert len(template) == 1 and len(sleeping) == 1, below
-    os.kill(parent.pid, signal.SIGKILL)
-    parent.wait()
+        below = descendants(parent.pid)
+        template, sleeping = named(parent.pid, "toolsweep-tmpl"), named(parent.pid, "probe-kid")
+        assert len(template) == 1 and len(sleeping) == 1, below
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+    finally:  # a failed assertion above leaves nothing running
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
     assert not alive(list(below)), f"the killed starter's template or child lives on: {below}"
 
 
