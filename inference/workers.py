@@ -69,6 +69,21 @@ def engine_key(job_config: Any, swap: bool = False) -> str:
     return json.dumps({"model": model, "engine": engine, "decoding": started}, sort_keys=True, default=str)
 
 
+def key_differences(held: str, wanted: str) -> list[str]:
+    """The options two engine keys differ in (`section.option: old -> new`)."""
+    try:
+        old, new = json.loads(held), json.loads(wanted)
+    except ValueError:
+        return [f"{held} -> {wanted}"]
+    found = []
+    for section in sorted(set(old) | set(new)):
+        before, after = old.get(section) or {}, new.get(section) or {}
+        for option in sorted(set(before) | set(after)):
+            if before.get(option) != after.get(option):
+                found.append(f"{section}.{option}: {before.get(option)!r} -> {after.get(option)!r}")
+    return found
+
+
 def compatible(held: Optional[str], wanted: str) -> bool:
     """A worker holding engine `held` can run a job wanting `wanted` ("" needs no engine)."""
     return held is not None and (wanted == "" or held == "" or held == wanted)
@@ -77,13 +92,13 @@ def compatible(held: Optional[str], wanted: str) -> bool:
 class Worker:
     """One warm worker process, seen from the sweep's process."""
 
-    def __init__(self, env: dict[str, str], devices: Optional[str], stack: ExitStack) -> None:
+    def __init__(self, env: dict[str, str], devices: Optional[str], stack: ExitStack, loads_model: bool = True) -> None:
         env = {**env, "TOOLSWEEP_WARM_WORKER": "1"}
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
         from inference.preload import spawn
 
-        self.process = spawn("inference.worker", [], env, WORKER_NAME, pipes=True)
+        self.process = spawn("inference.worker", [], env, WORKER_NAME, pipes=True, loads_model=loads_model)
         self.devices = devices
         self.env = env
         self.key: Optional[str] = None
@@ -180,10 +195,10 @@ class Workers:
         how, self.why_fresh = "warm", None
         if worker is None or worker.process.poll() is not None or not compatible(worker.key, key):
             if worker is not None and worker.process.poll() is None and worker.key and key:
-                self.why_fresh = self._why_not_kept(path)
+                self.why_fresh = self._why_not_kept(path, worker.key, key)
                 print(f"[toolsweep] a new worker and engine: {self.why_fresh}", flush=True)
             self.close()
-            worker = self.current = self._start(env, slot)
+            worker = self.current = self._start(env, slot, loads_model=bool(key))
             how = "fresh"
         if key:
             worker.key = key
@@ -195,20 +210,23 @@ class Workers:
             self.close()
         return returncode, text, how, worker.devices
 
-    def _why_not_kept(self, path: Optional[str]) -> str:
-        """Why the live worker's engine cannot take this job (a new checkpoint's shape, else its options)."""
+    def _why_not_kept(self, path: Optional[str], held: str, wanted: str) -> str:
+        """Why the live worker's engine cannot take this job (a new checkpoint's shape, else the
+        options that differ)."""
         from inference.checkpoints import swap_problems
 
         if path and self.held_path and path != self.held_path:
             problems = swap_problems(self.held_path, path)
             if problems:
                 return f"{path} cannot be read into the engine of {self.held_path}: {'; '.join(problems)}"
-        return "its engine's options differ from the loaded engine's (besides the checkpoint)"
+        changed = key_differences(held, wanted)
+        return f"its engine's options differ from the loaded engine's: {'; '.join(changed) or 'besides the checkpoint'}"
 
-    def _start(self, env: dict[str, str], slot: Callable[[], ContextManager[Optional[str]]]) -> Worker:
+    def _start(self, env: dict[str, str], slot: Callable[[], ContextManager[Optional[str]]],
+               loads_model: bool) -> Worker:
         stack = ExitStack()
         devices = stack.enter_context(slot())  # held while the worker lives
-        return Worker(env, devices, stack)
+        return Worker(env, devices, stack, loads_model)
 
     def close(self) -> None:
         if self.current is not None:

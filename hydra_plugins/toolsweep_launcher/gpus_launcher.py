@@ -61,7 +61,7 @@ class GpusLauncher(JoblibLauncher):
         if not job_overrides:
             return []
         configs = [self._job_config(overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
-        plan = warm_launcher.warm_plan(job_overrides, configs)
+        plan = warm_launcher.warm_plan(configs)
         options = {**self.joblib, "backend": "loky"}  # as the joblib launcher: threads do not suit Hydra
         process_joblib_cfg(options)
         lanes = split_lanes(plan.groups, lane_count(options.get("n_jobs")))

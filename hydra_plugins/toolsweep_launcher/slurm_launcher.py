@@ -140,7 +140,7 @@ class WarmTasks:
             return super().launch(job_overrides, initial_job_idx)  # type: ignore[misc]
         setup_globals()
         configs = [self._job_config(overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
-        plan = warm_plan(job_overrides, configs)
+        plan = warm_plan(configs)
         tasks = array_tasks(plan.groups, self.jobs_per_task)
         self._sweep_dir()
         log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {self.config.hydra.sweep.dir}")

@@ -47,7 +47,7 @@ class WarmLauncher(BasicLauncher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         configs = [self._job_config(overrides, initial_job_idx + i) for i, overrides in enumerate(job_overrides)]
-        plan = warm_plan(job_overrides, configs)
+        plan = warm_plan(configs)
         log.info(f"Launching {len(job_overrides)} jobs locally, on warm workers")
         done = run_warm(self.hydra_context, self.task_function, [(i, configs[i]) for i in plan.order], plan,
                         lambda: configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose))
@@ -74,7 +74,7 @@ class WarmPlan:
     """The order cut where the engine changes: each group's jobs share one engine."""
 
 
-def warm_plan(job_overrides: Sequence[Sequence[str]], configs: Sequence[Any]) -> WarmPlan:
+def warm_plan(configs: Sequence[Any]) -> WarmPlan:
     from inference import workers
 
     keys = [workers.engine_key(config) for config in configs]
@@ -86,9 +86,10 @@ def warm_plan(job_overrides: Sequence[Sequence[str]], configs: Sequence[Any]) ->
             groups[-1].append(index)
         else:
             groups.append([index])
-    return WarmPlan(order=order, groups=groups,
-                    keys={tuple(o): key for o, key in zip(job_overrides, shapes)},
-                    paths={tuple(o): model_path(config) for o, config in zip(job_overrides, configs)})
+    # by the job's task overrides, as its task function sees them (hydra.* overrides are not among them)
+    tasks = [tuple(config.hydra.overrides.task) for config in configs]
+    return WarmPlan(order=order, groups=groups, keys=dict(zip(tasks, shapes)),
+                    paths={task: model_path(config) for task, config in zip(tasks, configs)})
 
 
 def run_warm(hydra_context: Any, task_function: Any, jobs: Sequence[Tuple[int, Any]], plan: WarmPlan,

@@ -271,6 +271,9 @@ def test_a_race_through_the_real_engine_generates_each_record_once_across_rounds
     facts = json.loads((sweep / "2" / "run.json").read_text())
     assert facts["generation"]["engine_calls"] == 8 and facts["generation"]["stored_hits"] == 16, \
         "round 2 generated the 4 new records' 2 samples each and read round 1's 16 from its store"
+    assert json.loads((sweep / "2" / "job.json").read_text())["worker"] == "warm" and \
+        facts["roles"]["model"]["engine_start"]["how"] == "reused", \
+        ("round 2 ran on the engine round 1 loaded", [line for line in done.stdout.splitlines() if "worker" in line])
     tiny = pl.read_parquet(sweep / "2" / "samples.parquet")
     assert tiny.height == 24 and tiny["output_tokens"].min() > 0 and tiny["error"].is_null().all()
     board = pl.read_parquet(sweep / "leaderboard.parquet").filter(setting="all", parser="official")
