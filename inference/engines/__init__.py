@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
@@ -158,6 +159,9 @@ class EnginePool:
             if swapped is not None:
                 self.key, self.path = key, str(context.model.path)
                 return swapped
+        if not _loads_weights(cls):  # replay, a script, a server's client: the kept engine may stay
+            self.last_start = "cold"
+            return cls.from_config(engine_cfg, context)
         self.clear()
         engine = cls.from_config(engine_cfg, context)
         self.last_start = "cold"
@@ -200,6 +204,12 @@ class EnginePool:
 
             self.key, self.engine, self.swap_id, self.path = None, None, None, None
             gc.collect()
+
+
+def _loads_weights(cls: Any) -> bool:
+    """Whether an engine class loads a model into this process (its module's CONFIG says)."""
+    config = getattr(sys.modules.get(cls.__module__), "CONFIG", None)
+    return bool(getattr(config, "needs_weights", True))
 
 
 POOL = EnginePool()

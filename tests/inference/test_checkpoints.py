@@ -162,3 +162,30 @@ def test_a_swap_that_fails_part_way_fails_its_job_and_marks_the_worker_broken(tw
     with pytest.raises(EngineError, match="the weights file went away mid-read.*next job starts a new worker"):
         pool.obtain(target, None, _context(two_seeds[1]))
     assert pool.broken and pool.engine is None and pool.key is None
+
+
+class FakeReplay:
+    """An engine that loads no model (as replay, a script or a server's client)."""
+
+    @classmethod
+    def from_config(cls, engine_cfg, context) -> "FakeReplay":
+        return cls()
+
+
+def test_an_engine_free_job_between_two_leaves_the_kept_engine(two_seeds, monkeypatch):
+    """A race's round runs the replayed candidates, then the model's: the model's engine stays."""
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    from inference.engines import EnginePool
+
+    module = ModuleType("engine_free_probe")
+    module.CONFIG = SimpleNamespace(needs_weights=False)
+    module.FakeReplay = type("FakeReplay", (FakeReplay,), {"__module__": module.__name__})
+    monkeypatch.setitem(sys.modules, "engine_free_probe", module)
+    pool = EnginePool()
+    pool.enabled = True
+    a, _ = two_seeds
+    kept = pool.obtain(f"{__name__}:FakeEngine", None, _context(a))
+    assert isinstance(pool.obtain("engine_free_probe:FakeReplay", None, _context(a)), FakeReplay)
+    assert pool.obtain(f"{__name__}:FakeEngine", None, _context(a)) is kept and pool.last_start == "reused"
