@@ -2,7 +2,7 @@
 
 toolsweep starts new Python processes where a fresh one is the point: a sweep's warm worker after
 an engine change (so that the last engine's memory is given back), and each solver of a run whose
-roles run apart (ETAPP's agent, then its judge: inference/run.py run_isolated). Each such process
+roles run apart (an agent, then its judge: inference/run.py run_isolated). Each such process
 used to import torch, transformers and vLLM again (8-10 s on a CPU core) before its engine started.
 Here they are forked from a template process that imported those once (`python -m
 inference.preload`, started by the first child's request, or early where a run knows it will need
@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from typing import IO, Any, Optional, Sequence
 
 PRELOAD = ["inference.cli", "inference.worker", "torch", "transformers", "vllm.entrypoints.llm",
@@ -171,12 +172,14 @@ class Child:
 
 
 def spawn(module: str, args: Sequence[str], env: dict[str, str], name: str, pipes: bool = False,
-          cwd: Optional[str] = None) -> Any:
+          cwd: Optional[str] = None, loads_model: bool = True) -> Any:
     """Start `python -m MODULE ARGS` with `env`: forked from the template where it fits, else a new
     interpreter; either way it dies with this process. `pipes`: its stdin and stdout are pipes to
     this process (stderr joins stdout), else it shares this process's streams. `name`: the
-    process's name (/proc/PID/comm, 15 characters), by which it can be found."""
-    template = _template(env)
+    process's name (/proc/PID/comm, 15 characters), by which it can be found. A child that loads
+    no model (`loads_model` false) is a new interpreter: it would not use the template's imports,
+    and starting a template for it would import them for nothing."""
+    template = _template(env) if loads_model else None
     if template is None:
         return _interpreter(module, args, env, name, pipes, cwd)
     sys.stdout.flush()
@@ -271,6 +274,9 @@ def _child(request: dict[str, Any], fds: list[int]) -> None:
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         sys.argv = [request["module"], *request["args"]]
+        # the module was imported by the template (as another module's import): run it as `-m` would
+        warnings.filterwarnings("ignore", message=".*found in sys.modules after import of package",
+                                category=RuntimeWarning)
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
