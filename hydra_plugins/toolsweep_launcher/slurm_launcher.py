@@ -31,7 +31,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQue
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 from omegaconf import OmegaConf, open_dict
 
-from hydra_plugins.toolsweep_launcher.warm_launcher import WarmPlan, run_warm, warm_plan
+from hydra_plugins.toolsweep_launcher.warm_launcher import WarmLauncher, WarmPlan, run_warm, warm_plan
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,9 @@ def array_tasks(groups: Sequence[Sequence[int]], jobs_per_task: int) -> List[Lis
     return tasks
 
 
-def task_plan(plan: WarmPlan, job_overrides: Sequence[Sequence[str]], task: Sequence[int]) -> WarmPlan:
+def task_plan(plan: WarmPlan, configs: Sequence[Any], task: Sequence[int]) -> WarmPlan:
     """The plan's part that one task needs (its jobs' keys and checkpoints), not the whole sweep's."""
-    mine = [tuple(job_overrides[index]) for index in task]
+    mine = [tuple(configs[index].hydra.overrides.task) for index in task]  # as warm_plan keys them
     return WarmPlan(order=list(task), groups=[list(task)], keys={o: plan.keys[o] for o in mine},
                     paths={o: plan.paths[o] for o in mine})
 
@@ -151,19 +151,15 @@ class WarmTasks:
                 log.info(f"\t#{initial_job_idx + index} : {' '.join(filter_overrides(job_overrides[index]))} "
                          f"(task {number})")
         work = [[(index, list(job_overrides[index]), initial_job_idx + index) for index in task] for task in tasks]
-        plans = [task_plan(plan, job_overrides, task) for task in tasks]
+        plans = [task_plan(plan, configs, task) for task in tasks]
         submitted = self._executor().map_array(WarmTask(self), work, plans, [Singleton.get_state()] * len(tasks))
         returns: Dict[int, JobReturn] = {}
         for job in submitted:
             returns.update(job.results()[0])
         return [returns[index] for index in range(len(job_overrides))]
 
-    def _job_config(self, overrides: Sequence[str], number: int) -> Any:
-        config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-        with open_dict(config):
-            config.hydra.job.id = number
-            config.hydra.job.num = number
-        return config
+    # each job composed as the local launcher composes it (its number, dir and overrides)
+    _job_config = WarmLauncher._job_config
 
     def _sweep_dir(self) -> None:
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
