@@ -165,6 +165,18 @@ def test_a_sharded_scripted_etapp_run_merges_by_case(tmp_path, slurm, etapp_data
     assert (sweep / "merged" / "cases.html").is_file()
 
 
+def _requeue_now(slurm, job_id: str, deadline: float, before=None) -> None:
+    """`scontrol requeue` the job, then `before` (where given), then start it at once: SLURM
+    holds a requeued batch job back for two minutes (its BeginTime) once it is pending again."""
+    slurm.run("scontrol", "requeue", job_id)
+    if before is not None:
+        before()
+    while slurm.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() != "PENDING":
+        assert time.time() < deadline, "the requeued job never went back to pending"
+        time.sleep(0.5)
+    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+
+
 @pytest.mark.vllm
 def test_a_requeued_job_resumes_from_its_finished_shards(tmp_path, slurm, tiny_model, scratch_env):
     """`scontrol requeue` of a running job (what preemption does): SLURM kills it and runs it
@@ -183,13 +195,7 @@ def test_a_requeued_job_resumes_from_its_finished_shards(tmp_path, slurm, tiny_m
         assert time.time() < deadline and sweeping.poll() is None, "the job never wrote its second shard"
         time.sleep(0.5)
     (job_id,) = slurm.jobs()
-    slurm.run("scontrol", "requeue", job_id)
-    # SLURM holds a requeued batch job back for two minutes (its BeginTime); once it is pending
-    # again, let it start now.
-    while slurm.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() != "PENDING":
-        assert time.time() < deadline, "the requeued job never went back to pending"
-        time.sleep(0.5)
-    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    _requeue_now(slurm, job_id, deadline)
     out, err = sweeping.communicate(timeout=900)
     assert sweeping.returncode == 0, out[-2000:] + err[-3000:]
     facts = json.loads((sweep / "0" / "run.json").read_text())
@@ -249,13 +255,8 @@ def test_a_requeued_task_keeps_its_completed_jobs_and_runs_the_rest(tmp_path, sl
         time.sleep(0.5)
     first = (sweep / "0" / "job.json").read_text()
     (job_id,) = slurm.jobs()
-    slurm.run("scontrol", "requeue", job_id)
     # the requeued task reads half.jsonl as it is then: complete, so it does not pause
-    write_predictions(gold, half)
-    while slurm.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() != "PENDING":
-        assert time.time() < deadline, "the requeued task never went back to pending"
-        time.sleep(0.5)
-    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    _requeue_now(slurm, job_id, deadline, before=lambda: write_predictions(gold, half))
     out, err = sweeping.communicate(timeout=600)
     assert sweeping.returncode == 0, out[-2000:] + err[-3000:]
     assert "Restarts=1" in slurm.run("scontrol", "show", "job", job_id).stdout
