@@ -44,7 +44,7 @@ def engine_key(job_config: Any, swap: bool = False) -> str:
     LoRA adapters of one base share its key (the engine serves each job's adapter per request)."""
     from omegaconf import OmegaConf
 
-    from inference.engines import engine_class
+    from inference.engines import engine_class, loads_weights
 
     try:
         model = OmegaConf.to_container(job_config.model, resolve=True)
@@ -53,7 +53,7 @@ def engine_key(job_config: Any, swap: bool = False) -> str:
         started = {"seed": decoding.seed, "constraint": decoding.constraint, "sampled": decoding.temperature > 0,
                    "compile_timeout_s": decoding.get("compile_timeout_s")}
         cls = engine_class(str(engine["target"]))
-        weights = sys.modules[cls.__module__].CONFIG.needs_weights
+        weights = loads_weights(cls)
     except Exception as exc:  # noqa: BLE001 - a job whose config does not resolve fails in its own worker
         return f"unresolved: {exc}"
     if not weights:  # no model in this process (replay, a script, a server's client)

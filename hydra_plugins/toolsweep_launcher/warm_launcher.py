@@ -65,7 +65,8 @@ class WarmLauncher(BasicLauncher):
 class WarmPlan:
     """A sweep's jobs as warm workers take them: the order (jobs with one engine back to back,
     checkpoints of one shape after each other) and each job's engine key and checkpoint, by its
-    overrides (inference.workers.Workers reads them to keep or replace its worker)."""
+    task overrides (as run_child_job hands them to inference.workers.Workers, which reads them to
+    keep or replace its worker)."""
 
     order: List[int]
     keys: Dict[Tuple[str, ...], str]

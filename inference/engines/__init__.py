@@ -159,7 +159,7 @@ class EnginePool:
             if swapped is not None:
                 self.key, self.path = key, str(context.model.path)
                 return swapped
-        if not _loads_weights(cls):  # replay, a script, a server's client: the kept engine may stay
+        if not loads_weights(cls):  # replay, a script, a server's client: the kept engine may stay
             self.last_start = "cold"
             return cls.from_config(engine_cfg, context)
         self.clear()
@@ -206,7 +206,7 @@ class EnginePool:
             gc.collect()
 
 
-def _loads_weights(cls: Any) -> bool:
+def loads_weights(cls: Any) -> bool:
     """Whether an engine class loads a model into this process (its module's CONFIG says)."""
     config = getattr(sys.modules.get(cls.__module__), "CONFIG", None)
     return bool(getattr(config, "needs_weights", True))
