@@ -482,10 +482,13 @@ def _check_constraints(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
 
 
 def _model_answers(cfg: ToolsweepConfig, benchmark: Any) -> str:
+    native = (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT
+    if not native and getattr(benchmark, "answer_grammar", False):
+        return GRAMMAR_ANSWER  # every step of its loops too (BFCL's multi-turn categories)
     # a benchmark whose solvers take scripted turns (engine=script) runs an agent loop
     if "turns" in benchmark.engine_answers:
         return AGENT_TURN
-    if (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT:
+    if native:
         # calls or plain text, as an agent's turn is, where the benchmark lets the answer hold no call
         return AGENT_TURN if getattr(benchmark, "calls_optional", False) else CALLS_ANSWER
     return GRAMMAR_ANSWER if getattr(benchmark, "answer_grammar", False) else JSON_ANSWER

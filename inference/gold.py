@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
                         help=f"benchmark (dataset.name): one of {benchmark_names()} or a module's dotted path; "
                              f"default {default} (the default dataset config's)")
     parser.add_argument("--settings", default=None,
-                        help="comma-separated settings (default: all of the benchmark's), e.g. p,r")
+                        help="comma-separated settings (default: those its config runs), e.g. p,r")
     parser.add_argument("--limit", type=int, default=None, help="first N records of each setting")
     parser.add_argument("--format", choices=("benchmark", NATIVE_FORMAT), default=None,
                         help="answer format (default: the benchmark's, as prompt.format)")
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
     args = parser.parse_args(argv)
     try:
         benchmark = get_benchmark(args.dataset)
-        settings = args.settings.split(",") if args.settings else benchmark.settings
+        settings = args.settings.split(",") if args.settings else (benchmark.default_settings or benchmark.settings)
         samples = load_dataset(args.dataset, args.dataset_path, settings, args.limit)
         if args.history is not None:
             samples = with_history(samples, benchmark, args.history, args.history_seed)

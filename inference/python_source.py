@@ -9,8 +9,8 @@ from typing import Any, Iterable
 
 
 def literal_constants(source: str, filename: str) -> dict[str, Any]:
-    """Top-level `NAME = <literal>` values (strings, numbers, lists, tuples as lists, dicts); a name
-    inside a literal resolves to an earlier constant. Later assignments win, as they would on
+    """Top-level `NAME = <literal>` values (strings, numbers, lists, tuples as lists, dicts, strings
+    joined with `+`); a name inside a literal resolves to an earlier constant. Later assignments win, as they would on
     import; other statements are skipped. A SyntaxError is the caller's to word."""
     found: dict[str, Any] = {}
     for node in ast.parse(source, filename=filename).body:
@@ -31,6 +31,10 @@ def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
         return {_literal(k, known): _literal(v, known) for k, v in zip(node.keys, node.values)}
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(v, known) for v in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left, known), _literal(node.right, known)
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right  # a text joined from two (BFCL's `"{functions}\n" + OTHER_PROMPT`)
     raise ValueError("not a literal")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,20 @@ def etapp_data() -> Path:
 def bfcl_data() -> Path:
     """The real BFCL data folder (question files and possible_answer/); skipped, saying so, where absent."""
     return _shared("bfcl") / "data"
+
+
+@pytest.fixture(scope="session")
+def bfcl_eval_copy() -> str:
+    """BFCL's code as a user has it: $TOOLSWEEP_BFCL_EVAL, else the bfcl_eval wheel `make install`
+    downloads (without its dependencies, never installed) to <venv>/share/toolsweep/."""
+    found = os.environ.get("TOOLSWEEP_BFCL_EVAL") or next(
+        (str(p) for p in sorted((Path(sys.prefix) / "share" / "toolsweep").glob("bfcl_eval-*.whl"))), None)
+    if found is None:
+        message = "no copy of BFCL's code: `make install` downloads its wheel, or set TOOLSWEEP_BFCL_EVAL"
+        if os.environ.get("TOOLSWEEP_REQUIRE_UPSTREAM"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
 
 
 @pytest.fixture(scope="session")

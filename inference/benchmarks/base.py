@@ -106,6 +106,9 @@ class Benchmark:
     """(sample row, answer format, tool parser) -> the gold answer's text, for `toolsweep gold`,
     where the gold is not the one call of `gold_tool` / `gold_params` (it returns None, or the
     benchmark has no writer: that call)."""
+    default_settings: tuple[str, ...] | None = None
+    """The settings its config runs when none are named, where not all (BFCL: the AST categories,
+    its multi-turn ones asked for by name); `toolsweep gold` takes the same."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from grading.scorers.bfcl import grade
-from inference.benchmarks.bfcl.data import CATEGORIES, gold_answer, load_bfcl, python_calls
+from inference.benchmarks.bfcl.data import AST_CATEGORIES, gold_answer, load_bfcl, python_calls
 from inference.benchmarks.bfcl.grammar import call_grammar
 from inference.benchmarks.bfcl.texts import OWN, PROMPTS_FILE, UTILS_FILE, resolve
 from inference.errors import ConfigError, DatasetError
@@ -85,20 +85,6 @@ def test_without_a_copy_auto_uses_toolsweeps_wording_and_upstream_refuses(tmp_pa
         resolve("auto", str(broken), "")
 
 
-@pytest.fixture(scope="module")
-def bfcl_eval_copy() -> str:
-    """BFCL's code as a user has it: $TOOLSWEEP_BFCL_EVAL, else the bfcl_eval wheel `make install`
-    downloads (without its dependencies, never imported) to <venv>/share/toolsweep/."""
-    found = os.environ.get("TOOLSWEEP_BFCL_EVAL") or next(
-        (str(p) for p in sorted((Path(sys.prefix) / "share" / "toolsweep").glob("bfcl_eval-*.whl"))), None)
-    if found is None:
-        message = "no copy of BFCL's code: `make install` downloads its wheel, or set TOOLSWEEP_BFCL_EVAL"
-        if os.environ.get("TOOLSWEEP_REQUIRE_UPSTREAM"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
 def test_system_prompts_equal_bfcls_own_byte_for_byte(bfcl_eval_copy):
     """BFCL's system turns (their SHA-256, from scripts/bfcl_reference_verdicts.py) for every probe case."""
     import hashlib
@@ -131,7 +117,7 @@ def test_grammar_keeps_declaration_order_and_requires_required_parameters():
 @pytest.fixture(scope="module")
 def bfcl_table(bfcl_data) -> pl.DataFrame:
     """The whole real set, loaded once for the tests that read it."""
-    return load_bfcl(bfcl_data, CATEGORIES)
+    return load_bfcl(bfcl_data, AST_CATEGORIES)
 
 
 @pytest.mark.shared_data

@@ -35,8 +35,10 @@ from typing import Any, Optional
 import numpy as np
 import polars as pl
 
+from grading.scorers.bfcl import multi_turn
 from grading.scorers.bfcl.checker import check
 from grading.scorers.bfcl.decoding import Decoded, decode_hermes_fc, decode_listed, decode_prompting, has_call, is_call_format
+from grading.errors import GradingError
 from grading.readings import is_native
 from grading.scoring import Metric, RowScorer, mean
 
@@ -44,9 +46,10 @@ NON_LIVE_AST = ("simple_python", "multiple", "parallel", "parallel_multiple")
 LIVE_AST = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
 IRRELEVANCE = ("irrelevance", "live_irrelevance")
 RELEVANCE = ("live_relevance",)
-CATEGORIES = (*NON_LIVE_AST, "irrelevance", *LIVE_AST, "live_irrelevance", "live_relevance")
+MULTI_TURN = multi_turn.MULTI_TURN
+CATEGORIES = (*NON_LIVE_AST, "irrelevance", *LIVE_AST, "live_irrelevance", "live_relevance", *MULTI_TURN)
 POOLS = {**{c: "non_live_ast" for c in NON_LIVE_AST}, **{c: "live_ast" for c in LIVE_AST},
-         **{c: "irrelevance_all" for c in IRRELEVANCE}}
+         **{c: "irrelevance_all" for c in IRRELEVANCE}, **{c: "multi_turn" for c in MULTI_TURN}}
 WEIGHTED = {"live_ast"}
 """Pools BFCL averages weighted by cases; the others are unweighted means of their categories."""
 CODES = {c: i for i, c in enumerate(CATEGORIES)}
@@ -56,8 +59,11 @@ MISSING = "missing"
 
 FIELDS: dict[str, pl.DataType] = {
     "valid": pl.Boolean, "n_calls": pl.Int64, "calls": pl.String, "correct": pl.Boolean,
-    "error_type": pl.String, "category": pl.Int64,
+    "error_type": pl.String, "category": pl.Int64, "failed_turn": pl.Int64, "state_difference": pl.String,
 }
+MULTI_TURN_INPUTS = ("turns", "initial_config", "involved_classes", "held_out", "bfcl_code")
+"""Columns of a multi-turn case: its user turns, the classes' starting state, the classes, the
+held-out functions per turn, and where BFCL's environment code was read from (the solver writes it)."""
 
 
 @lru_cache(maxsize=8192)
@@ -100,12 +106,48 @@ def verdict(row: dict[str, Any], decoded: Decoded) -> tuple[bool, str | None]:
 
 def grade(reading: str, row: dict[str, Any]) -> dict[str, Any]:
     """The grade fields of one BFCL sample."""
+    if row["setting"] in MULTI_TURN:
+        return grade_multi_turn(row)
     decoded = read_answer(row)
     right, error_type = verdict(row, decoded)
     return {"valid": decoded.ok and is_call_format(decoded.calls),
             "n_calls": len(decoded.calls) if decoded.ok else None,
             "calls": _calls_text(decoded.calls) if decoded.ok else None,
-            "correct": right, "error_type": error_type, "category": CODES.get(row["setting"])}
+            "correct": right, "error_type": error_type, "category": CODES.get(row["setting"]),
+            "failed_turn": None, "state_difference": None}
+
+
+def grade_multi_turn(row: dict[str, Any]) -> dict[str, Any]:
+    """BFCL's multi-turn verdict (multi_turn.py): the answer is the steps' texts per turn (JSON)."""
+    from grading.scorers.bfcl.environments import load
+
+    if row["failure"] == MISSING:
+        verdict = multi_turn.Verdict(False, "missing")
+    else:
+        code = row.get("bfcl_code")
+        if not code:
+            raise GradingError(f"{row['sample_id']}: no bfcl_code column: a multi-turn case is graded with BFCL's "
+                               "environment code, whose location the run records; rerun it with dataset.bfcl_eval set")
+        turns = _turns(row["output"])
+        case = multi_turn.Case(row.get("bfcl_id") or row["sample_id"], row["setting"], _json(row["initial_config"]),
+                               _json(row["involved_classes"]), _json(row["possible_answer"]))
+        verdict = multi_turn.evaluate(turns, case, load(code).classes, is_native(row))
+    calls = [c for turn in verdict.decoded for step in turn for c in step]
+    return {"valid": verdict.error_type != multi_turn.INFERENCE_ERROR, "n_calls": len(calls),
+            "calls": json.dumps(verdict.decoded, ensure_ascii=False) if verdict.decoded else None,
+            "correct": verdict.valid, "error_type": verdict.error_type, "category": CODES.get(row["setting"]),
+            "failed_turn": verdict.turn,
+            "state_difference": json.dumps(verdict.differences, ensure_ascii=False) if verdict.differences else None}
+
+
+def _turns(output: Optional[str]) -> Any:
+    """The steps' texts per turn, or None (no answer: an engine error, a prompt too long)."""
+    if output is None:
+        return None
+    try:
+        return json.loads(output)
+    except ValueError:
+        return None
 
 
 def _calls_text(calls: list[dict[str, Any]]) -> str:
@@ -198,7 +240,7 @@ SCORER = RowScorer(
     name="bfcl",
     readings=("official",),
     inputs=("functions", "possible_answer"),
-    optional_inputs=("bfcl_id", "gold_calls", "call_reader"),
+    optional_inputs=("bfcl_id", "gold_calls", "call_reader", *MULTI_TURN_INPUTS),
     fields=FIELDS,
     metrics=(
         mean("accuracy", "correct", higher_is_better=True, headline=True,

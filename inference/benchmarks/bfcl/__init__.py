@@ -17,7 +17,7 @@ from typing import Optional
 from inference.benchmarks.base import Benchmark
 from inference.config import BENCHMARK_FORMAT, DatasetConfig
 
-from .data import CATEGORIES, MAX_CALLS, gold_answer, load_bfcl
+from .data import AST_CATEGORIES, CATEGORIES, MAX_CALLS, gold_answer, load_bfcl
 from .texts import MODES, locate
 
 
@@ -25,7 +25,7 @@ from .texts import MODES, locate
 class BfclOptions(DatasetConfig):
     """BFCL's `dataset.*` options."""
 
-    settings: list[str] = field(default_factory=lambda: list(CATEGORIES))
+    settings: list[str] = field(default_factory=lambda: list(AST_CATEGORIES))
     prompts: str = "auto"
     """Whose prompt texts: upstream (BFCL's own, read from dataset.bfcl_eval, never shipped), own
     (toolsweep's wording), auto (BFCL's where dataset.bfcl_eval or the data folder's bfcl_eval
@@ -49,7 +49,7 @@ class BfclOptions(DatasetConfig):
 
 
 BENCHMARK = Benchmark(
-    name="bfcl", settings=CATEGORIES, load=load_bfcl, scorer="bfcl", options=BfclOptions,
+    name="bfcl", settings=CATEGORIES, default_settings=AST_CATEGORIES, load=load_bfcl, scorer="bfcl", options=BfclOptions,
     solvers=("inference.benchmarks.bfcl.solver",), prompt_format=BENCHMARK_FORMAT, max_calls=MAX_CALLS,
-    answer_grammar=True, calls_optional=True, gold=gold_answer,
+    answer_grammar=True, calls_optional=True, gold=gold_answer, engine_answers=("prompts", "samples", "turns"),
     path_hint="BFCL's data folder (bfcl_eval/data: BFCL_v4_<category>.json and possible_answer/)")

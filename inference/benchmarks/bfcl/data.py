@@ -23,14 +23,18 @@ from inference.errors import DatasetError
 from inference.python_source import python_call_list
 from inference.toolcalls import CALL_FORMATS
 
+from grading.scorers.bfcl.multi_turn import MULTI_TURN
+
 from .grammar import call_grammar
+from .multi_turn_data import multi_turn_rows
 from .texts import OWN
 
 PREFIX = "BFCL_v4"
 NON_LIVE = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
 LIVE = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
         "live_relevance")
-CATEGORIES = (*NON_LIVE, *LIVE)
+AST_CATEGORIES = (*NON_LIVE, *LIVE)
+CATEGORIES = (*AST_CATEGORIES, *MULTI_TURN)
 NO_ANSWER_FILE = ("irrelevance", "live_irrelevance", "live_relevance")
 """Categories graded on whether the answer holds a call: BFCL has no possible answers for them."""
 MAX_CALLS = 8
@@ -166,6 +170,8 @@ def _row(case: dict[str, Any], category: str, answer: Optional[dict[str, Any]]) 
 
 
 def _category_rows(root: Path, category: str) -> tuple[list[dict[str, Any]], list[str]]:
+    if category in MULTI_TURN:
+        return multi_turn_rows(root, category)
     questions_path, answers_path = question_files(root, category)
     cases = read_jsonl(questions_path)
     answers = read_jsonl(answers_path) if answers_path else None

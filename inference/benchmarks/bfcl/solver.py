@@ -21,6 +21,7 @@ from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
 from inference.solvers.single_call import SOLVER as SINGLE_CALL
 
+from .multi_turn_solver import MULTI_TURN, solve_multi_turn
 from .texts import PromptTexts, resolve
 
 
@@ -54,13 +55,23 @@ def call_reader(prompt_facts: dict[str, Any]) -> str | None:
 
 
 class BfclSolver:
-    """One prompt per case, BFCL's texts in it; the answer is read at grading time."""
+    """AST categories: one prompt per case, BFCL's texts in it, the answer read at grading time;
+    multi-turn categories: BFCL's loop over each case's turns (multi_turn.py)."""
 
     role = MODEL_ROLE
 
     def solve(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         texts = prompt_texts(context.cfg.dataset)
-        solved = SINGLE_CALL.solve(with_texts(samples, texts), context)
+        samples = with_texts(samples, texts)
+        is_multi = pl.col("setting").is_in(list(MULTI_TURN))
+        parts = []
+        if samples.filter(~is_multi).height:
+            parts.append(SINGLE_CALL.solve(samples.filter(~is_multi), context))
+        if samples.filter(is_multi).height:
+            parts.append(solve_multi_turn(samples.filter(is_multi), context, texts))
+        order = samples.select("sample_id", *(["sample_index"] if "sample_index" in samples.columns else []))
+        solved = order.join(pl.concat(parts, how="diagonal_relaxed"), on=order.columns, how="left",
+                            maintain_order="left")
         reader = call_reader(context.facts.get("prompt", {}))
         context.facts["bfcl"] = {**texts.facts(), "call_reader": reader}
         context.facts["report_facts"] = {"BFCL texts": "BFCL's own, read from " + str(texts.origin)

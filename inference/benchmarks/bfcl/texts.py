@@ -37,6 +37,7 @@ _FORMAT_KEYS = ("ret_fmt", "tool_call_tag", "func_doc_fmt", "prompt_fmt", "style
 _NEEDED = ("DEFAULT_SYSTEM_PROMPT_FORMAT", "PROMPT_TEMPLATE_MAPPING", "PROMPT_STYLE_TEMPLATES",
            "OUTPUT_FORMAT_MAPPING", "PARAM_TYPE_MAPPING")
 _HINT_FUNCTION = "_get_language_specific_hint"
+_HELD_OUT = "DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING"
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,18 @@ class PromptTexts:
     origin: Optional[str] = None
     sha256: dict[str, str] = field(default_factory=dict)
     prompt_format: Optional[str] = None
+    held_out_template: Optional[str] = ("{functions}\nMore functions are available to you now: the ones listed "
+                                        "above. Carry on with the request.")
+    """Multi-turn `miss_func`: the user message of a held-out turn, `{functions}` where the docs go
+    (BFCL's DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING; None: the copy lacks it)."""
+
+    def held_out(self, functions: list[dict[str, Any]]) -> str:
+        """A held-out turn's message: the docs as BFCL's `str.format` writes a list (Python's repr)."""
+        if self.held_out_template is None:
+            raise DatasetError(f"{self.origin}: {PROMPTS_FILE} has no {_HELD_OUT} with a {{functions}} field, which "
+                               "multi_turn_miss_func announces its held-out functions with; use a newer copy of "
+                               "BFCL, or set dataset.prompts=own")
+        return self.held_out_template.replace("{functions}", str(functions))
 
     def functions_with_hint(self, functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The functions as BFCL shows them: every description followed by the language hint. The
@@ -143,7 +156,9 @@ def read(where: tuple[str, Any]) -> PromptTexts:
     template = compose(constants, fmt)
     sha = {name: hashlib.sha256(text.encode("utf-8")).hexdigest()
            for name, text in ((PROMPTS_FILE, prompts_source), (UTILS_FILE, utils_source))}
-    return PromptTexts("upstream", template, hint, origin, sha, fmt)
+    held_out = constants.get(_HELD_OUT)
+    held_out = held_out if isinstance(held_out, str) and "{functions}" in held_out else None
+    return PromptTexts("upstream", template, hint, origin, sha, fmt, held_out)
 
 
 def parse_format(fmt: str) -> dict[str, str]:
