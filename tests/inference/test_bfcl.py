@@ -245,3 +245,15 @@ def test_gold_in_python_syntax_reads_back():
 
     calls = [{"name": "a.b", "arguments": {"x": "it's", "y": [1.5, None], "z": {"k": True}}}, {"name": "c", "arguments": {}}]
     assert decode_prompting(python_calls(calls)).calls == [{"a.b": calls[0]["arguments"]}, {"c": {}}]
+
+
+def test_a_function_whose_parameters_are_all_optional_has_a_valid_grammar():
+    """`ls(a=...)`: the call without arguments is one more alternative of the same rule."""
+    import lark
+
+    parser = lark.Lark(call_grammar([{"name": "ls", "parameters": {"properties": {"a": {"type": "boolean"}},
+                                                                   "required": []}}], 2))
+    for text in ("[ls()]", "[ls(a=True)]", "[ls(), ls(a=False)]"):
+        parser.parse(text)
+    with pytest.raises(lark.exceptions.LarkError):
+        parser.parse("[ls(b=1)]")

@@ -54,7 +54,8 @@ def _function_rules(index: int, function: dict[str, Any]) -> list[str]:
     params = function.get("parameters") or {}
     names = list(params.get("properties") or {})
     required = set(params.get("required") or []) & set(names)
-    head, rules = f"fn_{index}: {_literal(function['name'] + '(')}", []
+    opening, rules = _literal(function['name'] + '('), []
+    head = f"fn_{index}: {opening}"
     if not names:
         return [f'{head} ")"']
     optional_rest = [all(n not in required for n in names[j:]) for j in range(len(names))]
@@ -75,5 +76,5 @@ def _function_rules(index: int, function: dict[str, Any]) -> list[str]:
             rules.append(f"{rule(j, lead)}: {taken}{skipped}")
     body = f'{head} {rule(0, False)} ")"'
     if optional_rest[0]:
-        body += f' | {head} ")"'
+        body += f' | {opening} ")"'
     return [body, *rules]
