@@ -71,7 +71,8 @@ def _cases(run_dir: Path, samples: pl.DataFrame, scorer: Scorer, facts: Mapping[
         return None
     _render("cases.html.j2", {"title": page_title, "where": str(run_dir.resolve()), **cases}, run_dir / CASES)
     ends = Counter(case["end"] for case in cases["cases"])
-    return {"href": CASES, "count": len(cases["cases"]), "ends": sorted(ends.items())}
+    return {"href": CASES, "count": len(cases["cases"]), "ends": sorted(ends.items()),
+            "judged": view.judge_column is not None}
 
 
 def definition(metric: Metric) -> str:
