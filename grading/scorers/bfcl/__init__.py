@@ -35,7 +35,7 @@ from typing import Any, Optional
 import numpy as np
 import polars as pl
 
-from grading.scorers.bfcl import multi_turn
+from grading.scorers.bfcl import cases, multi_turn
 from grading.scorers.bfcl.checker import check
 from grading.scorers.bfcl.decoding import Decoded, decode_hermes_fc, decode_listed, decode_prompting, has_call, is_call_format
 from grading.errors import GradingError
@@ -240,7 +240,9 @@ SCORER = RowScorer(
     name="bfcl",
     readings=("official",),
     inputs=("functions", "possible_answer"),
-    optional_inputs=("bfcl_id", "gold_calls", "call_reader", *MULTI_TURN_INPUTS),
+    optional_inputs=("bfcl_id", "gold_calls", "call_reader", *MULTI_TURN_INPUTS, *cases.TRACE_INPUTS),
+    input_types=cases.TRACE_TYPES,
+    cases=cases.VIEW,
     fields=FIELDS,
     metrics=(
         mean("accuracy", "correct", higher_is_better=True, headline=True,
