@@ -122,10 +122,11 @@ def context_length(model: ModelConfig) -> int:
     return int(getattr(text, "max_position_embeddings", 4096))
 
 
-def make_engine(role: Role, max_model_len: int | None, sample_ids: list[str], partial: bool = False) -> Engine:
+def make_engine(role: Role, max_model_len: int | None, sample_ids: list[str], partial: bool = False,
+                benchmark: Any = None) -> Engine:
     """The role's engine, loaded (this is where the model load happens)."""
     context = EngineContext(model=role.model, decoding=role.decoding, max_model_len=max_model_len,
-                            sample_ids=sample_ids, partial=partial)
+                            sample_ids=sample_ids, partial=partial, benchmark=benchmark)
     return POOL.obtain(role.engine.target, role.engine, context)
 
 
@@ -158,10 +159,12 @@ class Generator:
     """A role's rendering and generation, through the run's store; stats fill in as it runs."""
 
     def __init__(self, role: Role, run_dir: Path, timer: Any, needs_tokenizer: bool = False,
-                 partial: bool = False) -> None:
+                 partial: bool = False, benchmark: Any = None) -> None:
         self.role = role
         self.partial = partial
         """One shard of a sharded run (EngineContext.partial)."""
+        self.benchmark = benchmark
+        """The run's benchmark (EngineContext.benchmark)."""
         self.run_dir = run_dir
         self.timer = timer
         self.dtype = resolve_dtype(role) if role.engine.loads_model else None
@@ -258,7 +261,7 @@ class Generator:
     def _unstored(self, requests: list[Request]) -> list[Generation]:
         """Engines that load no model (replay, script) answer directly: nothing to store."""
         if self._engine is None:
-            self._engine = make_engine(self.role, None, [r.sample_id for r in requests], self.partial)
+            self._engine = make_engine(self.role, None, [r.sample_id for r in requests], self.partial, self.benchmark)
             self.stats["backend"] = self._engine.backend
             missing = getattr(self._engine, "missing", [])
             if missing:
@@ -279,7 +282,7 @@ class Generator:
         if self._engine is None:
             marker("loading model" if self.role.name == MODEL_ROLE else f"loading the {self.role.name} model")
             with self.timer.phase("model_load"):
-                self._engine = make_engine(self.role, self.max_model_len, sample_ids, self.partial)
+                self._engine = make_engine(self.role, self.max_model_len, sample_ids, self.partial, self.benchmark)
             # a sweep's warm worker hands a job the engine an earlier job of the same engine loaded
             self.engine_start = {"how": POOL.last_start, "s": self.timer.phases["model_load"],
                                  **({"not_swapped": POOL.last_reason} if POOL.last_reason else {}),

@@ -152,7 +152,8 @@ def _context(cfg: ToolsweepConfig, benchmark: Any, run_dir: Path, timer: Timer) 
     def generator(role: str) -> Generator:
         return Generator(Role.of(cfg, role), run_dir, timer, needs_tokenizer=_needs_tokenizer(cfg, benchmark, role),
                          # a shard or a subsample: stored answers may cover samples outside it
-                         partial=cfg.dataset.shard is not None or cfg.dataset.subsample is not None)
+                         partial=cfg.dataset.shard is not None or cfg.dataset.subsample is not None,
+                         benchmark=benchmark)
 
     return SolveContext(cfg, benchmark, run_dir, timer, generator)
 

@@ -109,6 +109,11 @@ class Benchmark:
     default_settings: tuple[str, ...] | None = None
     """The settings its config runs when none are named, where not all (BFCL: the AST categories,
     its multi-turn ones asked for by name); `toolsweep gold` takes the same."""
+    script_turn: Callable[[dict[str, Any], str], str] | None = None
+    """(an engine=script row without `text`, its sample id) -> the model output the row stands for:
+    its shorthand rows (ETAPP: `calls` and `answer`, written as the sample's method writes them),
+    raising DatasetError for one it cannot write; called with {} for a model call the script has no
+    row for. None: every row holds `text`, and a call with no row gets empty text."""
 
 
 def sample_row(*, setting: str, entry_id: int, system: str, user: str, tools: list[dict[str, Any]],

@@ -76,6 +76,9 @@ class EngineContext:
     sample_ids: list[str]
     partial: bool = False
     """The run is one shard of several (dataset.shard): stored answers may cover other shards' samples."""
+    benchmark: Any = None
+    """inference.benchmarks.base.Benchmark: the run's benchmark, for what it declares to engines
+    (engine=script: how its shorthand rows are written); None outside a run."""
 
 
 def prompt_tokens(request: Request, generation: Generation) -> int:

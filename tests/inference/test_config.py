@@ -132,7 +132,7 @@ def test_options_the_chosen_part_lacks_are_refused_before_anything_loads(overrid
 
 def test_an_engine_the_benchmark_cannot_use_is_refused_at_validation(tmp_path):
     script = tmp_path / "turns.jsonl"
-    script.write_text('{"sample_id": "p-1", "turn": 1, "answer": "x"}\n')
+    script.write_text('{"sample_id": "p-1", "turn": 0, "text": "x"}\n')
     with pytest.raises(ConfigError) as err:
         _validate(["engine=script", f"engine.script={script}"])
     assert "engine=script answers turns, which benchmark petoolbench cannot use" in str(err.value)

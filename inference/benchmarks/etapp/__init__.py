@@ -67,6 +67,12 @@ def _shard_key(table: pl.DataFrame, options: EtappOptions) -> pl.Series:
     return table["user"] if options.state == "sequential" else table["case_id"]
 
 
+def _script_turn(row: dict, sample_id: str) -> str:
+    from .script import script_turn
+
+    return script_turn(row, sample_id)
+
+
 def _check(cfg) -> list[str]:
     from .checks import input_problems, unused_options
 
@@ -78,4 +84,4 @@ BENCHMARK = Benchmark(
     solvers=("inference.benchmarks.etapp.agent_solver", "inference.benchmarks.etapp.judge_solver"),
     engine_answers=("prompts", "turns"),
     path_hint="the ETAPP folder holding data/instruction/instruction.json, profile/, toolkit/ and database/",
-    scorer="etapp_judge", shard_key=_shard_key)
+    scorer="etapp_judge", shard_key=_shard_key, script_turn=_script_turn)
