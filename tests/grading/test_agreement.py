@@ -62,7 +62,7 @@ def kendall_tau(x: list[float], y: list[float]) -> float:
 def judged(tmp_path_factory, etapp_data):
     """One scripted agent run judged by judge A, then the same run judged again by judge B."""
     tmp = tmp_path_factory.mktemp("agreement")
-    agent = [{"sample_id": sid, "turn": 1, "answer": "Done."} for sid in CASES]
+    agent = [{"sample_id": sid, "turn": 0, "answer": "Done."} for sid in CASES]
     judges = {}
     for name, scores in (("a", SCORES_A), ("b", SCORES_B)):
         judges[name] = tmp / f"judge-{name}.jsonl"

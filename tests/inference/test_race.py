@@ -292,7 +292,7 @@ def test_an_etapp_race_stops_the_clearly_worse_checkpoint_after_one_round_on_jud
     for name, score in (("checkpoint-100", 1), ("checkpoint-200", 4)):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "agent.jsonl").write_text(json.dumps({"sample_id": cases[0], "turn": 1, "answer": "Done."}) + "\n")
+        (folder / "agent.jsonl").write_text(json.dumps({"sample_id": cases[0], "turn": 0, "answer": "Done."}) + "\n")
         (folder / "judge.jsonl").write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, cases, score)))
         folders.append(str(folder))
     sweep = tmp_path / "sweep"

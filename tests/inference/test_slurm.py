@@ -146,7 +146,7 @@ def test_a_sharded_scripted_etapp_run_merges_by_case(tmp_path, slurm, etapp_data
     ids = [f"tool_given/{m}/{u}-{i}" for m in ("fc", "react") for u in ("John_Doe", "James_Harrington")
            for i in (1, 7)]
     agent, judge = tmp_path / "agent.jsonl", tmp_path / "judge.jsonl"
-    agent.write_text("".join(json.dumps({"sample_id": s, "turn": 1, "answer": f"done: {s}"}) + "\n" for s in ids))
+    agent.write_text("".join(json.dumps({"sample_id": s, "turn": 0, "answer": f"done: {s}"}) + "\n" for s in ids))
     judge.write_text("".join(json.dumps(r) + "\n" for r in judge_script(etapp_data, ids, 3)))
     common = ["dataset=etapp", f"dataset.path={etapp_data}", "dataset.users=[John_Doe,James_Harrington]",
               "dataset.instructions=[1,7]", "dataset.methods=[fc,react]", "dataset.settings=[tool_given]",

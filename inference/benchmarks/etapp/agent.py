@@ -155,7 +155,8 @@ def _request(episode: Episode, render: Render, limits: Limits, grammar: Grammar)
             schema = grammar.fc_schema
         else:
             regex = grammar.react_regex
-    return Request(sample_id=f"{episode.sample_id}@{episode.turn}", prompt=rendered.prompt,
+    # named by the episode's model call from 0 (E-ReAct's plan is call 0), as engine=script counts them
+    return Request(sample_id=f"{episode.sample_id}@{episode.model_calls}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema,
                    call_format=grammar.call_format if schema else None, max_calls=limits.max_calls_per_response,
                    calls_optional=schema is not None, regex=regex, sample_index=episode.sample_index,
