@@ -101,8 +101,8 @@ def test_etapp_writes_its_calls_and_answers_in_the_sample_s_method(tmp_path):
     etapp = get_benchmark("etapp")
     fc, react = "tool_given/fc/John_Doe-1", "tool_given/react/John_Doe-1"
     call = {"name": "view_today_alarms", "arguments": {}}
-    path = script(tmp_path, {"sample_id": fc, "turn": 0, "calls": [call]}, {"sample_id": react, "turn": 0, "calls": [call]},
-                  {"sample_id": fc, "turn": 1, "answer": "done"})
+    path = script(tmp_path, {"sample_id": fc, "turn": 0, "calls": [call]},
+                  {"sample_id": react, "turn": 0, "calls": [call]}, {"sample_id": fc, "turn": 1, "answer": "done"})
     scripted = engine(path, benchmark=etapp)
     hermes, step, answer, missing_fc, missing_react = texts(scripted, f"{fc}@0", f"{react}@0", f"{fc}@1", f"{fc}@2",
                                                             f"{react}@1")
