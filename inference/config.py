@@ -484,7 +484,7 @@ def _check_constraints(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
 def _model_answers(cfg: ToolsweepConfig, benchmark: Any) -> str:
     native = (cfg.prompt.format or benchmark.prompt_format) == NATIVE_FORMAT
     if not native and getattr(benchmark, "answer_grammar", False):
-        return GRAMMAR_ANSWER  # every step of its loops too (BFCL's multi-turn categories)
+        return GRAMMAR_ANSWER  # every step of its multi-turn loops too
     # a benchmark whose solvers take scripted turns (engine=script) runs an agent loop
     if "turns" in benchmark.engine_answers:
         return AGENT_TURN

@@ -34,7 +34,7 @@ def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _literal(node.left, known), _literal(node.right, known)
         if isinstance(left, str) and isinstance(right, str):
-            return left + right  # a text joined from two (BFCL's `"{functions}\n" + OTHER_PROMPT`)
+            return left + right  # a text joined from two (`"{functions}\n" + OTHER_PROMPT`)
     raise ValueError("not a literal")
 
 

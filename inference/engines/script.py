@@ -6,8 +6,8 @@ a model's would be, so every parsing rule is testable without one; `output` is i
 Under `decoding.samples=k` a row's `sample_index` (0..k-1, default 0) says which of the record's
 k episodes it scripts, as engine=replay's rows do. A request is named `"{sample_id}@{k}"`: the
 run's sample id (`{record}#{i}` under k > 1, inference.repeats) and the call's index. A call
-with no row gets empty text. A benchmark may declare shorthand rows (`Benchmark.script_turn`,
-ETAPP's `calls` and `answer`): its writer writes their text, and the text of a call with no row.
+with no row gets empty text. A benchmark may declare shorthand rows (`Benchmark.script_turn`, an
+agent benchmark's `calls` and `answer`): its writer writes their text, and that of a call with no row.
 """
 
 from __future__ import annotations

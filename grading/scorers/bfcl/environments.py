@@ -79,10 +79,18 @@ def _sources(where: tuple[str, Path], modules: list[str]) -> dict[str, str]:
 
 
 _LOADED: dict[tuple[str, str], BfclCode] = {}
+_BY_PATH: dict[str, BfclCode] = {}
 
 
 def load(path: str | Path) -> BfclCode:
-    """BFCL's eight environment classes from the copy at `path` (loaded once per copy)."""
+    """BFCL's eight environment classes from the copy at `path` (loaded once per copy; a path
+    given again is not looked into again: the scorer asks once per sample)."""
+    if str(path) not in _BY_PATH:
+        _BY_PATH[str(path)] = _load(path)
+    return _BY_PATH[str(path)]
+
+
+def _load(path: str | Path) -> BfclCode:
     where = source_root(Path(path).expanduser())
     if where is None:
         raise GradingError(f"{path}: no {SOURCE_DIR}/ here. BFCL's multi-turn categories run BFCL's own environment "

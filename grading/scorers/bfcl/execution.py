@@ -135,13 +135,13 @@ class CaseEnvironment:
             variable = re.sub(r"[-./:]", "_", f"{label}_{class_name}_instance")
             self.instances[class_name] = instance
             self._by_variable[variable] = instance
-            for method_name, _ in inspect.getmembers(instance, predicate=inspect.ismethod):
-                if not method_name.startswith("_"):
-                    self.owner[method_name] = variable
+            for method_name in _public_methods(instance):
+                self.owner[method_name] = variable
 
     def run(self, calls: list[str]) -> list[str]:
         """Every call's result text, as BFCL's loop feeds it back (errors as text)."""
-        return [self._one(call) for call in calls]
+        with _alarm():
+            return [self._one(call) for call in calls]
 
     def _one(self, call: str) -> str:
         processed = _METHOD_WORD.sub(lambda m: f"{self.owner[m[1]]}.{m[1]}" if m[1] in self.owner else m[1], call)
@@ -162,6 +162,7 @@ class CaseEnvironment:
         tree = ast.parse(text, filename="<string>", mode="eval")  # its SyntaxError reads as eval's
         with _time_bound(STEP_SECONDS):
             return self._node(tree.body, 0)
+
 
     def _node(self, node: ast.AST, depth: int) -> Any:
         """A value node: a literal, or a call of a declared method (nothing else is run)."""
@@ -204,6 +205,18 @@ class CaseEnvironment:
         raise NameError(f"name '{_root(func)}' is not defined")
 
 
+_METHODS: dict[type, tuple[str, ...]] = {}
+
+
+def _public_methods(instance: Any) -> tuple[str, ...]:
+    """The public bound methods BFCL maps (`inspect.getmembers(instance, ismethod)`), read once per class."""
+    cls = type(instance)
+    if cls not in _METHODS:
+        _METHODS[cls] = tuple(name for name, _ in inspect.getmembers(instance, predicate=inspect.ismethod)
+                              if not name.startswith("_"))
+    return _METHODS[cls]
+
+
 def _root(node: ast.AST) -> str:
     while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
         node = node.value if not isinstance(node, ast.Call) else node.func
@@ -226,20 +239,37 @@ class TimedOut(Exception):
     pass
 
 
+_ARMED = threading.local()
+
+
+def _expire(signum: int, frame: Optional[Any]) -> None:
+    raise TimedOut(f"the call ran for more than {_ARMED.seconds:g} s and was stopped")
+
+
 @contextmanager
-def _time_bound(seconds: float) -> Iterator[None]:
-    """Interrupt Python-level work after `seconds` (main thread only: signals reach no other)."""
+def _alarm() -> Iterator[None]:
+    """SIGALRM handled for one step's calls (main thread only: signals reach no other)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
+    previous = signal.signal(signal.SIGALRM, _expire)
+    _ARMED.on = True
+    try:
+        yield
+    finally:
+        _ARMED.on = False
+        signal.signal(signal.SIGALRM, previous)
 
-    def expire(signum: int, frame: Optional[Any]) -> None:
-        raise TimedOut(f"the call ran for more than {seconds:g} s and was stopped")
 
-    previous = signal.signal(signal.SIGALRM, expire)
+@contextmanager
+def _time_bound(seconds: float) -> Iterator[None]:
+    """Interrupt Python-level work after `seconds`, where `_alarm` handles the signal."""
+    if not getattr(_ARMED, "on", False):
+        yield
+        return
+    _ARMED.seconds = seconds
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

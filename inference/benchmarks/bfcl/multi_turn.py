@@ -37,6 +37,8 @@ from .grammar import call_grammar
 from .texts import PromptTexts
 
 FINISHED, FORCE_QUIT = "finished", "force_quit"
+NATIVE_FAMILY = "hermes"
+"""The native call family the loop reads (BFCL's Hermes-style handler)."""
 MAX_STEP_CALLS = 40
 """The most calls one constrained step may hold (the largest ground-truth turn has 34)."""
 TRACE_CHARS = 4000
@@ -151,9 +153,22 @@ def _request(episode: Episode, render: Callable[..., Any], loop: Loop) -> Option
         episode.error = f"the prompt ({len(rendered.token_ids)} tokens) leaves no room for {loop.max_new_tokens} new tokens"
         return None
     grammar = call_grammar(episode.offered, MAX_STEP_CALLS) if loop.constrained and not loop.native else None
+    schema = native_schema(episode.offered) if loop.constrained and loop.native else None
     return Request(sample_id=f"{episode.case.sample_id}@{episode.model_calls}", prompt=rendered.prompt,
-                   prompt_token_ids=rendered.token_ids, schema_json=None, grammar=grammar,
-                   sample_index=episode.case.sample_index, chat_json=rendered.chat_json)
+                   prompt_token_ids=rendered.token_ids, schema_json=schema, grammar=grammar,
+                   call_format=NATIVE_FAMILY if schema else None, max_calls=MAX_STEP_CALLS,
+                   calls_optional=schema is not None, sample_index=episode.case.sample_index,
+                   chat_json=rendered.chat_json)
+
+
+def native_schema(functions: list[dict[str, Any]]) -> str:
+    """A native step's call under a constraint: an offered function's name and an arguments object
+    (the family's wrapper, up to MAX_STEP_CALLS calls, or plain text that ends the turn)."""
+    from inference.schemas import compact_json
+
+    return compact_json({"type": "object", "properties": {"name": {"enum": [f["name"] for f in functions]},
+                                                          "arguments": {"type": "object"}},
+                         "required": ["name", "arguments"], "additionalProperties": False})
 
 
 def absorb(episode: Episode, generation: Generation, prompt_count: int, loop: Loop) -> None:

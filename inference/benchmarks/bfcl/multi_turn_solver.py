@@ -17,11 +17,9 @@ from inference.errors import ConfigError, DatasetError
 from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
 
-from .multi_turn import Loop, cases_of, episode_table, run, start
+from .multi_turn import NATIVE_FAMILY, Loop, cases_of, episode_table, run, start
 from .texts import PromptTexts
 
-NATIVE_FAMILIES = ("hermes",)
-"""Native call families the multi-turn loop reads as BFCL's own handler of that family does."""
 
 __all__ = ["MULTI_TURN", "solve_multi_turn", "code_path"]
 
@@ -41,8 +39,8 @@ def solve_multi_turn(samples: pl.DataFrame, context: SolveContext, texts: Prompt
     """Every multi-turn case run to its end; the sample table with each case's steps and trace."""
     cfg, generator = context.cfg, context.generator(MODEL_ROLE)
     native = (cfg.prompt.format or context.benchmark.prompt_format) == NATIVE_FORMAT
-    family = cfg.model.tool_parser or "hermes"
-    if native and family not in NATIVE_FAMILIES:
+    family = cfg.model.tool_parser or NATIVE_FAMILY
+    if native and family != NATIVE_FAMILY:
         raise ConfigError(f"BFCL's multi-turn categories read native calls as BFCL's Hermes-style handler does; "
                           f"model.tool_parser={family} has no such reader here: use prompt.format=benchmark")
     path = code_path(cfg.dataset)
