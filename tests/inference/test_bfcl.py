@@ -257,3 +257,43 @@ def test_a_function_whose_parameters_are_all_optional_has_a_valid_grammar():
         parser.parse(text)
     with pytest.raises(lark.exceptions.LarkError):
         parser.parse("[ls(b=1)]")
+
+
+@pytest.mark.shared_data
+def test_multi_turn_categories_run_and_score_through_the_cli_with_a_scripted_model(tmp_path, bfcl_data, bfcl_eval_copy):
+    """engine=script over the first two cases of each multi-turn category: the ground truth, one step per
+    turn, for case 1 (BFCL passes it), and for case 0 calls that would run code under BFCL's `eval()`,
+    which create nothing here; metrics per category and BFCL's pooled multi-turn figure, the texts'
+    and environments' origin in run.json."""
+    from tests.bfcl_multi_turn_scripts import step
+
+    planted = tmp_path / "planted"
+    rows = []
+    for category in ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"):
+        truth = [json.loads(line)["ground_truth"]
+                 for line in (bfcl_data / "possible_answer" / f"BFCL_v4_{category}.json").open(encoding="utf-8")][:2]
+        probes = [f"[inspect.os.system(command='touch {planted}')]", f"[cd(folder=open(file='{planted}', mode='w'))]"]
+        rows += [{"sample_id": f"{category}-0", "turn": k, "text": text} for k, text in enumerate(probes)]
+        texts = [text for turn in truth[1] for text in ([step(turn), ""] if turn else [""])]
+        rows += [{"sample_id": f"{category}-1", "turn": k, "text": text} for k, text in enumerate(texts)]
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    settings = "[multi_turn_base,multi_turn_miss_func,multi_turn_miss_param,multi_turn_long_context]"
+    done = run_toolsweep(tmp_path / "run", ["dataset=bfcl", f"dataset.path={bfcl_data}", f"dataset.settings={settings}",
+                                            "dataset.limit=2", f"dataset.bfcl_eval={bfcl_eval_copy}", "engine=script",
+                                            f"engine.script={script}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not planted.exists()
+    assert "BFCL environments: BFCL's own classes, read from" in done.stderr
+    metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet")
+    accuracy = dict(metrics.select("setting", "accuracy").rows())
+    assert accuracy == {c: 0.5 for c in ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                                         "multi_turn_long_context", "multi_turn", "all")}, accuracy
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert facts["bfcl"]["texts"] == "upstream"
+    samples = pl.read_parquet(tmp_path / "run" / "samples.parquet")
+    probe = samples.filter(pl.col("sample_id") == "multi_turn_base-0").row(0, named=True)
+    results = [r for turn in json.loads(probe["trace"]) for s in turn["steps"] for r in s.get("results", [])]
+    assert results == ["Error during execution: name 'inspect' is not defined",
+                       "Error during execution: name 'open' is not defined"], results
+    assert (tmp_path / "run" / "cases.html").is_file()
