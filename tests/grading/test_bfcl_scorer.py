@@ -214,3 +214,16 @@ def test_leaderboard_figures_follow_bfcls_table():
     assert figures["irrelevance"] == pytest.approx(0.55) and figures["relevance"] == 0.75
     assert figures["multi_turn_overall"] == 0.0
     assert figures["overall"] == pytest.approx((figures["non_live_overall"] + live + 0.55) / 10)
+
+
+def test_multi_turn_figures_are_the_unweighted_mean_of_the_four_categories():
+    """BFCL's Multi-turn overall (and toolsweep's pooled `multi_turn` row): the four categories'
+    unweighted mean, 30% of Overall Acc."""
+    multi = {"multi_turn_base": (0.4, 200), "multi_turn_miss_func": (0.2, 200), "multi_turn_miss_param": (0.1, 200),
+             "multi_turn_long_context": (0.3, 200)}
+    figures = leaderboard_figures(multi)
+    assert figures["multi_turn_overall"] == pytest.approx(0.25)
+    assert figures["overall"] == pytest.approx(0.3 * 0.25)
+    codes = np.array([CODES["multi_turn_base"]] * 4 + [CODES["multi_turn_miss_func"]], dtype=float)
+    correct = np.array([1, 1, 1, 1, 0], dtype=float)
+    assert _summary(correct, codes) == pytest.approx(0.5)  # (1.0 + 0.0) / 2, not 4/5

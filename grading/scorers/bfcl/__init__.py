@@ -201,17 +201,17 @@ def _shares(scores: list[dict[str, Any]], weights: list[float]) -> dict[str, Any
 
 OVERALL_WEIGHTS = (10, 10, 10, 30, 40)
 """BFCL's Overall Acc: non-live, live, irrelevance, multi-turn, agentic."""
-ABSENT = ("simple_java", "simple_javascript", "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
-          "multi_turn_long_context", "web_search_base", "web_search_no_snippet", "memory_kv", "memory_vector",
+ABSENT = ("simple_java", "simple_javascript", "web_search_base", "web_search_no_snippet", "memory_kv", "memory_vector",
           "memory_rec_sum")
 """BFCL's categories toolsweep does not run (every figure that uses one shows N/A in BFCL)."""
+WEB_SEARCH, MEMORY = ABSENT[2:4], ABSENT[4:]
 
 
 def leaderboard_figures(accuracies: dict[str, tuple[float, int]]) -> dict[str, Optional[float]]:
     """BFCL's score-table figures from `{category: (accuracy, cases)}`, as its
     `generate_leaderboard_csv` computes them: a category not given counts as 0 and makes every
     figure that averages it N/A (None here), except the "overall" figures, which BFCL shows with
-    the missing ones as 0 (Overall Acc always lacks multi-turn and agentic here: treat it as such)."""
+    the missing ones as 0 (Overall Acc always lacks the agentic categories here: treat it as such)."""
     def score(category: str) -> dict[str, Any]:
         if category in accuracies:
             value, count = accuracies[category]
@@ -222,8 +222,8 @@ def leaderboard_figures(accuracies: dict[str, tuple[float, int]]) -> dict[str, O
     non_live = [simple, score("multiple"), score("parallel"), score("parallel_multiple")]
     live = [score(c) for c in LIVE_AST]
     irrelevance = _unweighted([score("irrelevance"), score("live_irrelevance")])
-    multi_turn = _unweighted([score(c) for c in ABSENT[2:6]], na_if_missing=False)
-    agentic = _unweighted([_unweighted([score(c) for c in ABSENT[6:8]]), _unweighted([score(c) for c in ABSENT[8:]])],
+    multi_turn = _unweighted([score(c) for c in MULTI_TURN], na_if_missing=False)
+    agentic = _unweighted([_unweighted([score(c) for c in WEB_SEARCH]), _unweighted([score(c) for c in MEMORY])],
                           na_if_missing=False)
     figures = {
         "non_live_ast_summary": _unweighted(non_live), "non_live_simple": simple,
