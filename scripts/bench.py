@@ -1,4 +1,4 @@
-"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop, warm workers against a process per job.
+"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop, warm workers against a process per job, BFCL's multi-turn loop.
 
 Every figure goes to bench.json with its unit, the machine, package versions and the
 command. Short timings are medians of repeats; ratios come from runs made side by side
@@ -25,7 +25,10 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race,warm"
+ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race,warm,bfcl_multi_turn"
+BFCL_MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+BFCL_CASES = 200
+"""Cases per multi-turn category (the estimate of a whole run scales the slice to these)."""
 ETAPP_SLICE = {"users": "James_Harrington,John_Doe", "instructions": "1,7,8"}
 CACHE_SIZES = (10_000, 100_000, 1_000_000)
 # rows per Parquet part: big parts build a 1M cache in seconds (and are the old store's best case);
@@ -128,6 +131,37 @@ def _agent_figures(facts: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "command_wall": figure(facts["command_wall_s"], "s"),
             "model_calls": figure(samples["model_calls"].sum(), "calls"),
             "end_reasons": samples["end_reason"].value_counts(sort=True).to_dicts()}
+
+
+def bench_bfcl_multi_turn(data: Path, bfcl_eval: Path, out: Path, cases: int) -> dict[str, Any]:
+    """BFCL's multi-turn loop on a slice (the first `cases` of each category), the embedded model,
+    constrained (xgrammar: the call list of the offered functions, or []) and free, every case graded;
+    the wall time of all 800 cases estimated from the slice's (linear in cases: a slice's cases
+    are batched together, so the estimate is an upper bound where more cases share a step)."""
+    import polars as pl
+
+    common = ["dataset=bfcl", f"dataset.path={data}", f"dataset.bfcl_eval={bfcl_eval}",
+              f"dataset.settings=[{','.join(BFCL_MULTI_TURN)}]", f"dataset.limit={cases}",
+              "max_error_rate=1"]  # the small model's prompts outgrow its 8K context (too_long): rows, not errors
+    result: dict[str, Any] = {"slice": {"cases_per_category": cases, "model": "embedded SmolLM2-135M (8K context)"}}
+    for name, constraint in (("constrained", "xgrammar"), ("free", "none")):
+        run_dir = out / f"bfcl-multi-turn-{name}"
+        facts = run_cli(run_dir, [*common, f"decoding.constraint={constraint}"])
+        samples = pl.read_parquet(run_dir / "samples.parquet")
+        metrics = pl.read_parquet(run_dir / "metrics.parquet")
+        solve = facts["wall_s"]["generate"]
+        result[name] = {
+            "cases": samples.height, "graded": int(samples["official_correct"].is_not_null().sum())
+            if "official_correct" in samples.columns else None,
+            "solve_wall": figure(solve, "s", note="the generate phase: the loop, model load included"),
+            "command_wall": figure(facts["command_wall_s"], "s"),
+            "model_calls": figure(samples["model_calls"].sum(), "calls"),
+            "end_reasons": samples["finish_reason"].value_counts(sort=True).to_dicts(),
+            "accuracy": {r["setting"]: r["accuracy"] for r in metrics.select("setting", "accuracy").to_dicts()},
+            "all_800_estimate": figure(solve * len(BFCL_MULTI_TURN) * BFCL_CASES / samples.height, "s",
+                                       note="solve wall scaled from the slice to 800 cases"),
+        }
+    return result
 
 
 # ---------------------------------------------------------------- dtype and the prefill bound
@@ -587,6 +621,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--etapp-instructions", default=ETAPP_SLICE["instructions"])
     parser.add_argument("--etapp-max-turns", type=int, default=None, help="default: ETAPP's (20)")
     parser.add_argument("--warm-limit", type=int, default=WARM_LIMIT, help="records per setting, section warm")
+    parser.add_argument("--bfcl", type=Path, default=REPO.parent / "shared/data/bfcl/data", help="BFCL's data folder")
+    parser.add_argument("--bfcl-eval", type=Path, default=None,
+                        help="BFCL's code (default: the bfcl_eval wheel make install puts in <venv>/share/toolsweep)")
+    parser.add_argument("--bfcl-cases", type=int, default=2, help="cases per multi-turn category, section bfcl_multi_turn")
     parser.add_argument("--only", default=ALL, help=f"comma-separated sections to (re)measure, of {ALL}")
     args = parser.parse_args(argv)
     if set(args.only.split(",")) - {"cache"}:  # the cache section needs no model
@@ -603,7 +641,9 @@ def main(argv: list[str] | None = None) -> None:
                 "dtype": lambda: bench_dtype(args.out), "cache": lambda: bench_cache(args.out),
                 "etapp": lambda: bench_etapp(args.etapp, args.out, args.etapp_users, args.etapp_instructions,
                                              args.etapp_max_turns),
-                "race": bench_race, "warm": lambda: bench_warm(args.out, args.warm_limit)}
+                "race": bench_race, "warm": lambda: bench_warm(args.out, args.warm_limit),
+                "bfcl_multi_turn": lambda: bench_bfcl_multi_turn(args.bfcl, args.bfcl_eval or bfcl_wheel(), args.out,
+                                                                 args.bfcl_cases)}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}
@@ -612,6 +652,14 @@ def main(argv: list[str] | None = None) -> None:
         report["grammar_share"] = grammar_share(report, args.data, args.records)
         path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(format_report(report))
+
+
+def bfcl_wheel() -> Path:
+    """The bfcl_eval wheel `make install` downloads (never installed) beside the venv."""
+    found = sorted((Path(sys.prefix) / "share" / "toolsweep").glob("bfcl_eval-*.whl"))
+    if not found:
+        raise SystemExit("no bfcl_eval wheel in <venv>/share/toolsweep: run make install, or pass --bfcl-eval")
+    return found[-1]
 
 
 def grammar_share(report: dict[str, Any], data: Path, records: int) -> dict[str, Any]:
@@ -647,7 +695,8 @@ def format_report(report: dict[str, Any]) -> str:
         elif isinstance(node, (int, float, str)):
             lines.append(f"| {prefix} | {node} |")
 
-    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache", "etapp", "warm"):
+    for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache", "etapp", "warm",
+                    "bfcl_multi_turn"):
         if section in report:
             walk(section, {k: v for k, v in report[section].items() if k != "per_job"})
     if "warm" in report:
