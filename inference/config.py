@@ -346,13 +346,21 @@ def validate(cfg: ToolsweepConfig, benchmark: Any) -> None:
 
     `benchmark` is the chosen `inference.benchmarks.base.Benchmark` (its settings, path hint,
     roles and the engine kinds its solvers use)."""
-    problems = [*_check_choices(cfg, benchmark), *_check_numbers(cfg), *_check_paths(cfg, benchmark),
-                *cfg.dataset.problems(), *_check_roles(cfg, benchmark), *_check_constraints(cfg, benchmark),
+    problems = [*value_problems(cfg, benchmark), *_check_engine(cfg, benchmark), *_check_numbers(cfg),
+                *_check_paths(cfg, benchmark), *_check_roles(cfg, benchmark), *_check_constraints(cfg, benchmark),
                 *_check_shortening(cfg, benchmark)]
     if benchmark.check is not None and Path(cfg.dataset.path).expanduser().exists():
         problems += benchmark.check(cfg)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def value_problems(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
+    """The values a run refuses whatever is on disk and whichever engine runs: a choice it does not
+    accept (a constraint, a prompt format, a setting of the benchmark) and the benchmark's own options
+    (`DatasetConfig.problems`). Part of `validate`; the docs check (tests/docs_check.py) applies it
+    to every config the docs show, so a page cannot show a value a run refuses."""
+    return [*_check_choices(cfg, benchmark), *cfg.dataset.problems()]
 
 
 def _check_shortening(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
@@ -366,8 +374,11 @@ def _check_shortening(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
 
 def _check_choices(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
     problems = []
-    for key, value, allowed in (("decoding.constraint", cfg.decoding.constraint, CONSTRAINTS),
-                                ("prompt.format", cfg.prompt.format, (*PROMPT_FORMATS, None))):
+    choices = [("decoding.constraint", cfg.decoding.constraint, CONSTRAINTS),
+               ("prompt.format", cfg.prompt.format, (*PROMPT_FORMATS, None)),
+               *((f"roles.{name}.decoding.constraint", role.decoding.constraint, CONSTRAINTS)
+                 for name, role in cfg.roles.items())]
+    for key, value, allowed in choices:
         if value not in allowed:
             problems.append(f"{key} must be one of {list(allowed)}, got {value!r}")
     known = list(benchmark.settings)
@@ -377,6 +388,11 @@ def _check_choices(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
                         f"{cfg.dataset.name}, got {list(cfg.dataset.settings)}")
     elif len(set(cfg.dataset.settings)) != len(cfg.dataset.settings):
         problems.append(f"dataset.settings lists a setting twice: {list(cfg.dataset.settings)}")
+    return problems
+
+
+def _check_engine(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
+    problems = []
     if cfg.engine.answers not in benchmark.engine_answers:
         problems.append(f"engine={cfg.engine.name} answers {cfg.engine.answers}, which benchmark {cfg.dataset.name} "
                         f"cannot use (its solvers take engines that answer {list(benchmark.engine_answers)}): "

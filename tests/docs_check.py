@@ -282,18 +282,20 @@ class Checker:
             keys_only = tuple(dict.fromkeys(k for job in group for k in job.keys_only))
             if self._error(merged, keys_only) is None:
                 rest = {o for job in group for o in (*job.overrides, *job.alternatives)} - set(merged)
-                failed = {o: e for o in rest if (e := self._alternative(merged, o))}
-                problems += [job.problem(failed[o], o) for job in group
-                             for o in (*job.overrides, *job.alternatives) if o in failed]
-                continue
+                failed = {o for o in rest if self._alternative(merged, o)}
+                # a value refused beside another job's values (`dataset.methods=[fc]` beside
+                # `dataset.reasoning=true`) is a finding only where its own job refuses it too
+                group = [job for job in group if failed & {*job.overrides, *job.alternatives}]
             for job in group:
-                error = self._error(job.context + job.overrides, job.keys_only)
-                if error:
-                    problems.append(job.problem(error))
-                    continue
-                problems += [job.problem(e, o) for o in job.alternatives
-                             if (e := self._alternative(job.context + job.overrides, o))]
+                problems += self._alone(job)
         return problems
+
+    def _alone(self, job: Job) -> list[Problem]:
+        """The problems of one job composed by itself, its sweep's other values on its config."""
+        error = self._error(job.context + job.overrides, job.keys_only)
+        if error:
+            return [job.problem(error)]
+        return [job.problem(e, o) for o in job.alternatives if (e := self._alternative(job.context + job.overrides, o))]
 
     @lru_cache(maxsize=None)
     def _error(self, overrides: tuple[str, ...], keys_only: tuple[str, ...]) -> str | None:
@@ -437,16 +439,25 @@ def expand(tokens: list[str], sweeps: bool) -> tuple[list[list[str]], list[str]]
 
 def _type(data: dict) -> None:
     """Type the composed config as a run does (required values filled with placeholders), and
-    check the values a run refuses by name (the constraint, the prompt format)."""
-    from inference.config import CONSTRAINTS, PROMPT_FORMATS
+    refuse the values a run refuses before it reads any file (`inference.config.value_problems`:
+    the choices, a benchmark's settings and its own options), each with the values it accepts."""
+    from inference.config import value_problems
+    from inference.errors import ConfigError
     from inference.run import run_config
 
-    cfg, _ = run_config(_filled({k: v for k, v in data.items() if k != "hydra"}))
-    for prefix, decoding in [("", cfg.decoding), *((f"roles.{n}.", r.decoding) for n, r in cfg.roles.items())]:
-        if decoding.constraint not in CONSTRAINTS:
-            raise ValueError(f"{prefix}decoding.constraint must be one of {list(CONSTRAINTS)}, got {decoding.constraint!r}")
-    if cfg.prompt.format not in (*PROMPT_FORMATS, None):
-        raise ValueError(f"prompt.format must be one of {list(PROMPT_FORMATS)}, got {cfg.prompt.format!r}")
+    typed = _filled({k: v for k, v in data.items() if k != "hydra"})
+    problems = [p for p in value_problems(*run_config(typed)) if not _about_a_path(p, typed)]
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def _about_a_path(problem: str, data: dict) -> bool:
+    """Whether the problem is with a path's target (`dataset.bfcl_eval '/src/gorilla' holds no ...`):
+    a path a page shows stands for the reader's own file, which the check cannot judge."""
+    node: object = data
+    for part in re.split(r"[ =]", problem, maxsplit=1)[0].split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return isinstance(node, str) and "/" in node
 
 
 def _filled(node: object) -> object:

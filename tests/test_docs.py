@@ -166,3 +166,30 @@ def test_an_unknown_verb_flag_or_value_is_reported_with_its_page_and_line(checke
     assert "dataset.methodz" in problems[("docs/planted.md", 8)]
     assert "xgrammer" in problems[("docs/planted.md", 9)]
     assert "roles.judge.model.pth" in problems[("docs/planted.md", 12)]
+
+
+def test_a_value_a_run_refuses_is_reported_with_its_page_line_and_the_accepted_values(checker, tmp_path):
+    """The check refuses what a run refuses before any model loads (inference.config.value_problems),
+    in a command and in prose, with the values the option accepts."""
+    from inference.benchmarks.petoolbench.history import HISTORY_MODES
+    from inference.config import CONSTRAINTS
+
+    plants = {"README.md": ("decoding.constraint=xgrammar", "decoding.constraint=xgramar"),
+              "docs/benchmarks/petoolbench.md": ("`dataset.history=none`", "`dataset.history=swapp`"),
+              "docs/benchmarks/etapp.md": ("dataset.settings=[tool_given] dataset.max_turns=4",
+                                           "dataset.settings=[tool_givn] dataset.max_turns=4")}
+    (tmp_path / "docs" / "benchmarks").mkdir(parents=True)
+    planted = {}
+    for page, (good, bad) in plants.items():
+        text = (REPO / page).read_text(encoding="utf-8")
+        assert good in text, f"{page} no longer shows {good}: plant elsewhere"
+        (tmp_path / page).write_text(text.replace(good, bad, 1), encoding="utf-8")
+        planted[page] = text[:text.index(good)].count("\n") + 1
+    found = {page: text for page, text in pages(tmp_path).items() if page in plants}
+    problems = {(p.page, p.line): p.text for p in checker.check(found)}
+    assert set(problems) == set(planted.items()), problems
+    accepted = {"README.md": f"decoding.constraint must be one of {list(CONSTRAINTS)}, got 'xgramar'",
+                "docs/benchmarks/petoolbench.md": f"dataset.history must be one of {list(HISTORY_MODES)}, got 'swapp'",
+                "docs/benchmarks/etapp.md": "dataset.settings must be a non-empty subset of ['tool_given', "}
+    for page, line in planted.items():
+        assert accepted[page] in problems[(page, line)], problems[(page, line)]

@@ -215,3 +215,11 @@ def test_a_benchmark_yaml_sets_its_authors_protocol_and_the_command_line_still_w
     assert (cfg.decoding.constraint, cfg.decoding.max_new_tokens) == ("none", 1024)
     assert _compose([*etapp, "decoding.constraint=xgrammar"]).decoding.constraint == "xgrammar"
     assert _compose([]).decoding.constraint == "outlines", "the single-call default is unchanged"
+
+
+def test_a_roles_constraint_a_run_does_not_accept_is_refused_before_anything_loads():
+    with pytest.raises(ConfigError) as err:
+        _validate(["dataset=etapp", *REQUIRED["dataset=etapp"], "roles.judge.model.path=/m",
+                   "roles.judge.decoding.constraint=xgramar"])
+    assert ("roles.judge.decoding.constraint must be one of ['outlines', 'xgrammar', 'guidance', 'none'], "
+            "got 'xgramar'") in str(err.value)
