@@ -3,9 +3,11 @@ pages show (in code blocks and in inline code) must still work against this chec
 
 - each verb exists (inference/verbs.py) and each `--flag` is one its parser has;
 - each override (`key=value`, `group=option`, `+key=value`, `++key=value`, `group@pkg=option`)
-  composes with Hydra against conf/, and the composed config types (the benchmark's and the
-  engine's own options classes), as a run would before any model loads. A sweep's values
-  (`-m key=a,b`, `range(N)`) are composed one by one.
+  composes with Hydra against conf/, the composed config types (the benchmark's and the
+  engine's own options classes), and its values are ones a run accepts (the run's own
+  `inference.config.value_problems`: `dataset.history=swapp` is refused with the accepted values),
+  as a run would check before any model loads. A sweep's values (`-m key=a,b`, `range(N)`) are
+  composed one by one.
 
 A command is composed as written. An override shown on its own in prose (inline code) has no
 command around it, so it is composed with the group choices that give its keys, found in conf/
