@@ -20,11 +20,13 @@ INPUT_COLUMNS = ("sample_id", "setting", "output", "failure")
 OPTIONAL_COLUMNS = ("prompt_format", "calls")
 
 
-def grade(samples: pl.DataFrame, progress: Callable[..., Iterable[Any]] | None = None) -> pl.DataFrame:
+def grade(samples: pl.DataFrame, scorer: Scorer | None = None,
+          progress: Callable[..., Iterable[Any]] | None = None) -> pl.DataFrame:
     """Add, for each reading of the table's scorer, the grade columns to the sample table.
 
-    `progress(items, desc, total, unit)` may wrap the rows in a progress bar."""
-    scorer = scorer_of(samples)
+    `scorer`: the table's own (its `scorer` column) unless given, as a run's end gives it (it looks
+    its scorer up once); `progress(items, desc, total, unit)` may wrap the rows in a progress bar."""
+    scorer = scorer or scorer_of(samples)
     _check_inputs(samples, scorer)
     optional = (*OPTIONAL_COLUMNS, *getattr(scorer, "optional_inputs", ()))
     present = [c for c in optional if c in samples.columns]

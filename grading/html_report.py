@@ -41,13 +41,14 @@ OUTPUT_CHARS = 600
 _DPI = 100
 
 
-def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None) -> Path:
+def write_run_report(run_dir: Path, facts: Mapping[str, Any] | None = None, scorer: Scorer | None = None) -> Path:
     """RUN_DIR/report.html from samples.parquet, metrics.parquet, run.json and, when present,
-    slices.parquet. `facts` stands in for run.json, which a run writes after its reports."""
+    slices.parquet. `facts` stands in for run.json, which a run writes after its reports;
+    `scorer` for the one samples.parquet names, which a run has already looked up."""
     run_dir = Path(run_dir)
     samples = pl.read_parquet(run_dir / "samples.parquet")
     metrics = pl.read_parquet(run_dir / "metrics.parquet")
-    scorer = scorer_of(samples)
+    scorer = scorer or scorer_of(samples)
     facts = dict(facts) if facts is not None else read_facts(run_dir / "run.json")
     slices_path = run_dir / "slices.parquet"
     slices = pl.read_parquet(slices_path) if slices_path.is_file() else None

@@ -67,9 +67,11 @@ def write_table(frame: pl.DataFrame, path: Path, schema: Mapping[str, pl.DataTyp
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
-def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None) -> Path:
-    """samples.parquet: one row per sample, generation facts, the scorer's inputs and grades."""
-    scorer = scorer_of(graded)
+def write_samples(graded: pl.DataFrame, run_dir: Path, metadata: Mapping[str, Any] | None = None,
+                  scorer: Scorer | None = None) -> Path:
+    """samples.parquet: one row per sample, generation facts, the scorer's inputs and grades.
+    `scorer`: the table's own unless given."""
+    scorer = scorer or scorer_of(graded)
     absent = [pl.lit(scorer.name if c == "scorer" else None, dtype=BASE_SAMPLE_SCHEMA[c]).alias(c)
               for c in _FILLABLE if c not in graded.columns]
     absent += [column for name, column in _ONE_SAMPLE.items() if name not in graded.columns]

@@ -32,9 +32,9 @@ def scorer_slices(scorer: Scorer) -> tuple[Slice, ...]:
     return (*getattr(scorer, "slices", ()), PROMPT_TOKENS)
 
 
-def slice_table(graded: pl.DataFrame) -> pl.DataFrame:
-    """One row per setting (and pooled) x reading x slice x band."""
-    scorer = scorer_of(graded)
+def slice_table(graded: pl.DataFrame, scorer: Scorer | None = None) -> pl.DataFrame:
+    """One row per setting (and pooled) x reading x slice x band. `scorer`: the table's own unless given."""
+    scorer = scorer or scorer_of(graded)
     cuts = scorer_slices(scorer)
     rows = graded.to_dicts()
     banded = graded.with_columns([pl.Series(f"_band_{c.name}", [c.band(r) for r in rows], dtype=pl.String)

@@ -108,3 +108,18 @@ def test_regrade_keeps_a_scorers_subset_rows(tmp_path):
     assert metrics.equals(before) and pl.read_parquet(run / "metrics.parquet").equals(before)
     assert "| all/clean | judge | 1 |" in (run / "metrics.md").read_text(encoding="utf-8")
     assert "all/clean" in (run / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_run_is_graded_and_reported_with_its_scorer_looked_up_once(tmp_path, monkeypatch):
+    """write_graded (a run's end, `toolsweep grade`, a merge) resolves the scorer its rows name once
+    and hands it to grading, metrics, slices and the reports."""
+    import grading.scoring
+    from grading.outputs import write_graded
+
+    samples, looked_up = make_samples(OUTCOMES), []
+    real = grading.scoring.get_scorer
+    monkeypatch.setattr(grading.scoring, "get_scorer", lambda name: looked_up.append(name) or real(name))
+    (tmp_path / "run").mkdir()
+    _, metrics, scorer = write_graded(samples, tmp_path / "run", RUN_FACTS)
+    assert looked_up == ["petoolbench"] and scorer.name == "petoolbench"
+    assert pl.read_parquet(tmp_path / "run" / "metrics.parquet").equals(metrics)
