@@ -9,6 +9,7 @@ failed sample -> native format: the calls read by the model family's parser.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -100,6 +101,44 @@ def build_prompts(cfg: ToolsweepConfig, samples: pl.DataFrame, tokenizer: Any | 
     settings = PromptSettings(max_model_len, cfg.decoding.max_new_tokens, plan.shorten,
                               native=plan.native, template_tools=bool(plan.template_tools))
     return render_prompts(table, tokenizer, settings)
+
+
+def answer_coverage(prompts: pl.DataFrame, benchmark: Any, plan: PromptPlan) -> pl.DataFrame:
+    """`gold_in_schema` where a benchmark-format answer is constrained by the benchmark's own
+    grammar (a Lark `grammar` or an `answer_regex` column) rather than the call schema: whether
+    the benchmark's own gold answer, as its gold writer (`toolsweep gold`) writes it, is inside
+    that grammar. The call schema's verdict (attach_schemas) stands for every other answer."""
+    own = [c for c in ("grammar", "answer_regex") if c in prompts.columns]
+    if plan.native or not own:
+        return prompts
+    from inference.gold import DEFAULT_PARSER, gold_outputs
+
+    golds = gold_outputs(prompts, plan.format, DEFAULT_PARSER, benchmark)["output"].to_list()
+    fits = [answer_fits(row.get("grammar"), row.get("answer_regex"), gold)
+            for row, gold in zip(prompts.select(own).iter_rows(named=True), golds)]
+    return prompts.with_columns(pl.Series("gold_in_schema", fits, dtype=pl.Boolean))
+
+
+def answer_fits(grammar: str | None, regex: str | None, answer: str | None) -> bool | None:
+    """Whether `answer` is inside a Lark grammar (xgrammar's own matcher, the backend that applies
+    it) or a regex; None where the sample has neither (no constraint of its own)."""
+    if answer is None:
+        return False
+    if grammar is not None:
+        return _grammar_accepts(grammar, answer)
+    if regex is not None:
+        return re.fullmatch(regex, answer) is not None
+    return None
+
+
+def _grammar_accepts(grammar: str, answer: str) -> bool:
+    from xgrammar import Grammar
+    from xgrammar.testing import _is_grammar_accept_string  # xgrammar's byte-level matcher
+
+    try:
+        return bool(_is_grammar_accept_string(Grammar.from_lark(grammar), answer))
+    except (RuntimeError, ValueError):  # a grammar xgrammar refuses: nothing is inside it
+        return False
 
 
 def sample_chat(row: dict[str, Any], native: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
@@ -199,6 +238,7 @@ class SingleCall:
             plan = plan_prompts(cfg, context.benchmark, tokenizer)
             prompts = build_prompts(cfg, samples, tokenizer, generator.max_model_len, plan,
                                     render=generator.loads_model)
+            prompts = answer_coverage(prompts, context.benchmark, plan)
             if generator.role.engine.sends_chat:
                 prompts = attach_chats(prompts, plan, generator)
         context.facts["prompt"] = plan.facts()

@@ -17,6 +17,7 @@ from inference.benchmarks.acebench import texts
 from inference.benchmarks.acebench.grammar import answer_regex, gold_answer
 from inference.errors import DatasetError
 from tests.conftest import REPO
+from tests.gold_coverage import assert_documented
 from tests.inference.test_end_to_end import run_toolsweep
 
 FUNCTIONS = [
@@ -153,6 +154,7 @@ def test_gold_replay_scores_what_acebench_gives_its_gold(tmp_path, acebench_dir)
     assert done.returncode == 0, done.stderr
     metrics = pl.read_parquet(tmp_path / "run" / "metrics.parquet").filter(setting="all", parser="official")
     assert metrics.select("n", "accuracy", "format_valid", "gold_schema_coverage").row(0) == (50, 0.98, 1.0, 0.98)
+    assert_documented("acebench", pl.read_parquet(tmp_path / "run" / "metrics.parquet"))
     samples = pl.read_parquet(tmp_path / "run" / "samples.parquet")
     wrong = samples.filter(~pl.col("official_correct")).select("sample_id", "official_error_type").rows()
     assert wrong == [("normal_preference-40", "value_error")]

@@ -17,6 +17,7 @@ from inference.benchmarks.bfcl.grammar import call_grammar
 from inference.benchmarks.bfcl.texts import OWN, PROMPTS_FILE, UTILS_FILE, resolve
 from inference.errors import ConfigError, DatasetError
 from tests.conftest import REPO
+from tests.gold_coverage import assert_documented
 from tests.inference.test_config import _validate
 from tests.inference.test_end_to_end import run_toolsweep
 
@@ -178,6 +179,11 @@ def test_replaying_real_gold_through_the_cli(tmp_path, bfcl_data):
     defective = {d.rsplit("_", 1)[0] for d in DEFECTS}
     assert {s: round(a * COUNTS[s]) for s, a in accuracy.items() if s in defective} == \
         {"parallel_multiple": 199, "live_simple": 256, "live_multiple": 1050}
+    # the gold is inside the call grammar but for the same defects and live_relevance's stand-in gold
+    samples = pl.read_parquet(tmp_path / "run" / "samples.parquet")
+    outside = set(samples.filter(~pl.col("gold_in_schema"))["bfcl_id"].to_list())
+    assert outside == DEFECTS | {f"live_relevance_{n}-{n}-0" for n in range(16)}
+    assert_documented("bfcl", metrics)
     assert all(accuracy[s] == 1.0 for s in COUNTS if s not in defective)
     assert {"non_live_ast", "live_ast", "irrelevance_all", "all"} <= set(accuracy)
     summary = dict(metrics.select("setting", "bfcl_summary").rows())

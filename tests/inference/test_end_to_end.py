@@ -16,6 +16,7 @@ from grading.scoring import get_scorer
 from inference.gold import gold_outputs, write_predictions
 from inference.benchmarks.petoolbench import load_petoolbench
 from tests.conftest import REPO, SAMPLE, tiny_args
+from tests.gold_coverage import assert_documented
 from tests.warm import toolsweep
 
 TOOLSWEEP = [sys.executable, "-m", "inference.cli"]
@@ -72,6 +73,7 @@ def test_replaying_all_3000_petoolbench_gold_answers_scores_one(tmp_path, petool
     assert metrics.filter(setting="all")["n"].to_list() == [3000, 3000]
     for column in METRICS:
         assert metrics[column].min() == 1.0, column
+    assert_documented("petoolbench", metrics)
 
 
 def test_replay_rejects_unknown_and_duplicate_ids_and_counts_missing(tmp_path):
@@ -283,6 +285,7 @@ def test_replaying_all_real_gold_scores_one(tmp_path, request, name, counts):
     scores = metrics.drop("setting", "parser", "n", "n_failed", "n_too_long", "gold_schema_coverage")
     defined = [c for c in scores.columns if scores[c].null_count() < scores.height]
     assert {c: metrics[c].drop_nulls().min() for c in defined} == {c: 1.0 for c in defined}
+    assert_documented(name, metrics)
 
 
 def test_replay_reads_native_tool_calls_made_elsewhere(tmp_path, embedded_model):

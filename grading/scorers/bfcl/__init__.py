@@ -256,6 +256,6 @@ SCORER = RowScorer(
     ),
     grade=grade,
     pools=pool_of,
-    count_columns=("n_failed", "n_too_long"),
+    count_columns=("gold_schema_coverage", "n_failed", "n_too_long"),
     description="BFCL AST categories: BFCL's decoding and AST checker, reimplemented",
 )

@@ -4,13 +4,13 @@
 single_call (inference/solvers/single_call.py) runs it, over samples whose system and user turns
 are rendered from the texts `dataset.prompts` picks and whose `answer_regex` (the regex of
 `[ApiName(...)]` over the case's APIs) constrains each request instead of the JSON call schema;
-`gold_in_schema` then says whether the gold answer, as written, matches that regex.
+single_call's `gold_in_schema` then says whether the gold answer, as ACEBench writes it, matches
+that regex.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +21,7 @@ from inference.generation import MODEL_ROLE
 from inference.solvers import SolveContext
 from inference.solvers.single_call import SOLVER as SINGLE_CALL
 from . import prompt_root, read_cases, texts
-from .grammar import answer_regex, gold_answer
+from .grammar import answer_regex
 
 
 def with_texts(samples: pl.DataFrame, chosen: texts.PromptTexts, path: Path) -> pl.DataFrame:
@@ -34,15 +34,10 @@ def with_texts(samples: pl.DataFrame, chosen: texts.PromptTexts, path: Path) -> 
 
 
 def with_grammar(samples: pl.DataFrame) -> pl.DataFrame:
-    """`answer_regex` per sample (single_call constrains a request by it), and `regex_fits`:
-    whether the gold answer, as ACEBench writes it, matches it."""
-    regexes, fits = [], []
-    for functions, truth in samples.select("functions", "ground_truth").iter_rows():
-        regex = answer_regex(json.loads(functions))
-        regexes.append(regex)
-        fits.append(re.fullmatch(regex, gold_answer(json.loads(truth))) is not None)
-    return samples.with_columns(pl.Series("answer_regex", regexes, dtype=pl.String),
-                                pl.Series("regex_fits", fits, dtype=pl.Boolean))
+    """`answer_regex` per sample: single_call constrains a request by it, and reads the gold's
+    coverage from it."""
+    regexes = [answer_regex(json.loads(functions)) for functions in samples["functions"].to_list()]
+    return samples.with_columns(pl.Series("answer_regex", regexes, dtype=pl.String))
 
 
 class AceBenchSolver:
@@ -56,14 +51,11 @@ class AceBenchSolver:
         marker(f"ACEBench prompt texts: {chosen.line()} (dataset.prompts={cfg.dataset.prompts})")
         samples = with_grammar(with_texts(samples, chosen, Path(cfg.dataset.path).expanduser()))
         solved = SINGLE_CALL.solve(samples, context)
-        if context.facts["prompt"].get("format") != "native":
-            # the gold's fit is the regex's, not the JSON call schema's
-            solved = solved.with_columns(pl.col("regex_fits").alias("gold_in_schema"))
-            if cfg.decoding.constraint != "none":
-                context.facts["prompt"]["grammar"] = "ACEBench's answer format (a regex)"
+        if context.facts["prompt"].get("format") != "native" and cfg.decoding.constraint != "none":
+            context.facts["prompt"]["grammar"] = "ACEBench's answer format (a regex)"
         context.facts["acebench"] = chosen.facts()
         context.facts["report_facts"] = {"prompt texts": chosen.line()}
-        return solved.drop("answer_regex", "regex_fits")
+        return solved.drop("answer_regex")
 
     def skip(self, samples: pl.DataFrame, context: SolveContext) -> pl.DataFrame:
         raise ConfigError("the evaluated model's role cannot be switched off")

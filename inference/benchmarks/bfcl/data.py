@@ -121,7 +121,8 @@ def _first_dict(choices: dict[str, Any]) -> dict[str, Any]:
 
 
 def gold_calls(functions: list[dict[str, Any]], ground_truth: list[dict[str, Any]]) -> list[tuple[str, dict]]:
-    """Every expected call with its parameters' first acceptable values (see `first_choice`)."""
+    """Every expected call with its parameters' first acceptable values (see `first_choice`), in the
+    function's declaration order."""
     declared = {f["name"]: f["parameters"] for f in functions}
     calls = []
     for expected in ground_truth:
@@ -129,7 +130,11 @@ def gold_calls(functions: list[dict[str, Any]], ground_truth: list[dict[str, Any
         spec = declared.get(name, {})
         properties, required = spec.get("properties", {}), spec.get("required", [])
         chosen = {p: first_choice(v, properties.get(p, {}), p in required) for p, v in params.items()}
-        calls.append((name, {p: value for p, (given, value) in chosen.items() if given}))
+        # in declaration order, as the call grammar writes them (BFCL's checker takes any order);
+        # a parameter the function does not declare (a defect of the data) last
+        order = {p: i for i, p in enumerate(properties)}
+        ordered = sorted(chosen.items(), key=lambda item: order.get(item[0], len(order)))
+        calls.append((name, {p: value for p, (given, value) in ordered if given}))
     return calls
 
 
