@@ -16,23 +16,25 @@ def literal_constants(source: str, filename: str) -> dict[str, Any]:
     for node in ast.parse(source, filename=filename).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
-                found[node.targets[0].id] = _literal(node.value, found)
+                found[node.targets[0].id] = literal_value(node.value, found)
             except ValueError:
                 continue
     return found
 
 
-def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
+def literal_value(node: ast.AST, known: dict[str, Any]) -> Any:
+    """The value of a literal expression (as `literal_constants` reads one), a name standing for its
+    value in `known`; ValueError for anything else."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name) and node.id in known:
         return known[node.id]
     if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_literal(k, known): _literal(v, known) for k, v in zip(node.keys, node.values)}
+        return {literal_value(k, known): literal_value(v, known) for k, v in zip(node.keys, node.values)}
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal(v, known) for v in node.elts]
+        return [literal_value(v, known) for v in node.elts]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _literal(node.left, known), _literal(node.right, known)
+        left, right = literal_value(node.left, known), literal_value(node.right, known)
         if isinstance(left, str) and isinstance(right, str):
             return left + right  # a text joined from two (`"{functions}\n" + OTHER_PROMPT`)
     raise ValueError("not a literal")

@@ -4,8 +4,9 @@ Upstream keeps its prompts as Python modules of string constants beside its data
 (`Inference/prompts/generation_prompt.py`, `generation_retrieval_prompt.py`,
 `evaluation/evaluate_prompt.py`). toolsweep ships none of those sentences (upstream has no
 license); it reads them from the folder `dataset.path` names, as it reads the data. The files are
-parsed with `ast` and never imported or executed: only top-level assignments of a string literal
-and the method tables (`PROMPT_DICT`: a dict of tuples of constant names) are taken.
+parsed with `ast` and never imported or executed: only top-level assignments of literals are taken
+(`inference.python_source.literal_constants`: the strings, and the method tables, `PROMPT_DICT`, a
+dict of tuples of constant names, with the names resolved).
 
 Two of upstream's loop files hold a few texts inline (the agent's reminders; the hints inside the
 judge's answer skeleton). Where the user's copy has them they are read by the fixed rules of
@@ -23,6 +24,7 @@ from typing import Any, Optional
 
 from grading.scorers.etapp_judge.rubric import PERSONAL_MARK, PROACTIVE_MARK
 from inference.errors import ConfigError, DatasetError
+from inference.python_source import literal_constants, literal_value
 
 AGENT = "Inference/prompts/generation_prompt.py"
 RETRIEVAL = "Inference/prompts/generation_retrieval_prompt.py"
@@ -88,7 +90,8 @@ class UpstreamFiles:
         if key not in table:
             raise DatasetError(f"{self.root / source}: {TABLES[source]} has no entry {key!r} (it has {sorted(table)}); "
                                "point dataset.path at an unmodified ETAPP copy, or set dataset.prompts=own")
-        return table[key]
+        system, user = table[key]
+        return system, user
 
     def oneshot(self, retrieval: bool) -> str:
         return (self.retrieval if retrieval else self.agent)[ONESHOT[RETRIEVAL if retrieval else AGENT]]
@@ -168,39 +171,14 @@ def _source(path: Path) -> str:
         raise DatasetError(f"cannot read {path} ({exc}); restore it from upstream or set dataset.prompts=own") from None
 
 
-def _tree(path: Path, source: str) -> ast.Module:
+def _constants(path: Path, source: str) -> dict[str, Any]:
+    """The file's top-level literal constants (`NAME = "..."`, `NAME = {"key": (CONST, CONST), ...}`
+    with the names resolved); later assignments win, as they would on import."""
     try:
-        return ast.parse(source, filename=str(path))
+        return literal_constants(source, str(path))
     except SyntaxError as exc:
         raise DatasetError(f"{path} is not valid Python ({exc.msg}, line {exc.lineno}); restore it from upstream "
                            "or set dataset.prompts=own") from None
-
-
-def _constants(path: Path, source: str) -> dict[str, Any]:
-    """Top-level `NAME = "..."` strings, and `NAME = {"key": (CONST, CONST), ...}` tables with the
-    names resolved to those strings. Later assignments win, as they would on import."""
-    found: dict[str, Any] = {}
-    for node in _tree(path, source).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name, value = node.targets[0].id, node.value
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            found[name] = value.value
-        elif isinstance(value, ast.Dict):
-            table = _table(value, found)
-            if table is not None:
-                found[name] = table
-    return found
-
-
-def _table(node: ast.Dict, strings: dict[str, Any]) -> Optional[dict[str, tuple[str, ...]]]:
-    table = {}
-    for key, value in zip(node.keys, node.values):
-        if not (isinstance(key, ast.Constant) and isinstance(value, ast.Tuple)
-                and all(isinstance(e, ast.Name) and isinstance(strings.get(e.id), str) for e in value.elts)):
-            return None
-        table[key.value] = tuple(strings[e.id] for e in value.elts)
-    return table
 
 
 # --- Texts upstream keeps inline in its loop code -------------------------------------------------
@@ -269,18 +247,7 @@ def _skeleton_hints(source: str) -> Optional[SkeletonHints]:
                 slots.setdefault(target.value.id, node.value)
     try:
         marks = {"personal": PERSONAL_MARK, "proactive": PROACTIVE_MARK}
-        return SkeletonHints(_literal(slots["format"], marks), _literal(slots["personal"], {}),
-                             _literal(slots["proactive"], {}))
+        return SkeletonHints(literal_value(slots["format"], marks), literal_value(slots["personal"], {}),
+                             literal_value(slots["proactive"], {}))
     except (KeyError, ValueError):
         return None
-
-
-def _literal(node: ast.AST, names: dict[str, str]) -> Any:
-    """A literal dict of strings, with the named variables replaced by markers."""
-    if isinstance(node, ast.Name) and node.id in names:
-        return names[node.id]
-    if isinstance(node, ast.Dict):
-        return {_literal(k, names): _literal(v, names) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    raise ValueError(f"not a literal: {ast.dump(node)[:80]}")
