@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grading.scorers.etapp_judge import rubric as jt
+from grading.scorers.etapp_judge import rubric as jt, upstream
 from inference.benchmarks.etapp import agent, prompt_files as pf
 from inference.benchmarks.etapp.apps import APPS, SUBSTITUTED_TOOLS
 from inference.benchmarks.etapp.cases import load_cases
@@ -55,13 +55,13 @@ def _answer(score: object) -> str:
 
 
 def _judge_failures(etapp_data, tmp_path):
-    assert isinstance(jt.read_upstream_answer(_answer("4.5"), [], []), str)  # a row, where upstream crashed
+    assert isinstance(upstream.read_upstream_answer(_answer("4.5"), [], []), str)  # a row, where upstream crashed
     assert ETAPP_YAML["roles"]["judge"]["decoding"]["temperature"] == 0.0  # hence no retry by default
 
 
 def _judge_range(etapp_data, tmp_path):
-    assert isinstance(jt.read_upstream_answer(_answer(7), [], []), str)
-    assert not isinstance(jt.read_upstream_answer(_answer(5), [], []), str)
+    assert isinstance(upstream.read_upstream_answer(_answer(7), [], []), str)
+    assert not isinstance(upstream.read_upstream_answer(_answer(5), [], []), str)
 
 
 def _fresh_sandbox(etapp_data, tmp_path):

@@ -1,5 +1,5 @@
 """The judge as upstream runs it: its template filled as its evaluator fills it, and a free
-answer read as its evaluator reads it (grading/scorers/etapp_judge/rubric.py), one case per quirk."""
+answer read as its evaluator reads it (grading/scorers/etapp_judge/upstream.py), one case per quirk."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from grading.scorers.etapp_judge import rubric as jt
+from grading.scorers.etapp_judge import rubric as jt, upstream
 
 PERSONAL, PROACTIVE = ["likes tea", "likes tea", "early riser"], ["offer a reminder"]
 TEMPLATE = "Rate it.\n```json\n{output_format}\n```\nQuery: {query}\nProfile: {profile}\nSolution: {output}\n{{literal}}"
@@ -28,7 +28,7 @@ def _answer(finals=(4, 3, 2), points=2, fence="```json", extra: str = "") -> str
 
 
 def _read(text: str):
-    return jt.read_upstream_answer(text, *jt.keypoints(PERSONAL, PROACTIVE))
+    return upstream.read_upstream_answer(text, *jt.keypoints(PERSONAL, PROACTIVE))
 
 
 @pytest.mark.parametrize("text, scores", [
@@ -73,9 +73,9 @@ def test_key_points_are_kept_where_readable_and_never_required():
 
 
 def test_the_template_is_filled_with_upstreams_arguments():
-    skeleton = jt.upstream_skeleton(*jt.keypoints(PERSONAL, PROACTIVE), None)
+    skeleton = upstream.upstream_skeleton(*jt.keypoints(PERSONAL, PROACTIVE), None)
     preferences = [{"calendar": {"a": 1}}]
-    prompt = jt.upstream_judge_prompt(TEMPLATE, skeleton, "Plan my day", {"Name": "Ann"}, preferences,
+    prompt = upstream.upstream_judge_prompt(TEMPLATE, skeleton, "Plan my day", {"Name": "Ann"}, preferences,
                                       "{'role': 'assistant'}", PERSONAL, PROACTIVE)
     assert prompt == ("Rate it.\n```json\n" + json.dumps(skeleton, indent=4) + "\n```\nQuery: Plan my day\n"
                       'Profile: {"Name": "Ann"}\n' + "[{'calendar': {'a': 1}}]\nSolution: {'role': 'assistant'}\n{literal}")
@@ -85,4 +85,4 @@ def test_the_template_is_filled_with_upstreams_arguments():
 
 def test_a_placeholder_upstreams_evaluator_does_not_fill_is_named():
     with pytest.raises(jt.GradingError, match="placeholder.*'user_name'"):
-        jt.upstream_judge_prompt("{user_name}", {}, "q", {}, [], "", [], [])
+        upstream.upstream_judge_prompt("{user_name}", {}, "q", {}, [], "", [], [])

@@ -17,7 +17,7 @@ import pytest
 
 from tests.warm import toolsweep
 
-from grading.scorers.etapp_judge import rubric as jt
+from grading.scorers.etapp_judge import rubric as jt, upstream
 from inference.benchmarks.etapp import prompt_files as pf
 from inference.benchmarks.etapp.cases import load_cases
 from inference.benchmarks.etapp.episodes import Context, Slot, new_episode
@@ -161,7 +161,7 @@ def test_inline_texts_are_read_by_their_place_in_upstreams_loop_files(etapp_data
     (root / pf.EVALUATOR).write_text(_EVALUATOR)
     files = pf.read(root)
     assert files.reminders == pf.Reminders("R-NO-ACTION", "R-BAD-INPUT", "E-BAD-INPUT", "FC-FORMAT", "FC-BAD-ARGS")
-    skeleton = jt.upstream_skeleton(["a", "b", "a"], ["c"], files.judge_hints)
+    skeleton = upstream.upstream_skeleton(["a", "b", "a"], ["c"], files.judge_hints)
     assert skeleton["Personalization"]["Keypoints for Personalization"] == {
         "a": {"analysis": "P-HINT", "score": "P-SCORE"}, "b": {"analysis": "P-HINT", "score": "P-SCORE"}}
     assert skeleton["Proactivity"]["Keypoints for Proactivity"] == {"c": {"analysis": "Q-HINT", "score": "Q-SCORE"}}

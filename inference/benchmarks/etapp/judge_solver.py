@@ -1,14 +1,14 @@
 """ETAPP's judge solver: one judge call per case through the `judge` role, with bounded retries.
 
 Reads RUN_DIR/trajectories.parquet (the agent solver's), builds each case's judge prompt
-(upstream's template from the ETAPP copy, filled as upstream's evaluator fills it; or the
-project's own wording, grading/scorers/etapp_judge/rubric.py), runs the judge through the run's generation
-store (resume, cache), and adds the judge's columns to the sample table (also written as
-judgements.parquet, with the messages the judge read).
+(upstream's template from the ETAPP copy, filled as upstream's evaluator fills it,
+grading/scorers/etapp_judge/upstream.py; or the project's own wording, rubric.py beside it), runs
+the judge through the run's generation store (resume, cache), and adds the judge's columns to the
+sample table (also written as judgements.parquet, with the messages the judge read).
 
 Two protocols, by `roles.judge.decoding.constraint`:
 - `none` (the default): upstream's. The judge decodes freely and its answer is read as upstream's
-  evaluator reads it (rubric.read_upstream_answer). At temperature 0 a retry would repeat
+  evaluator reads it (upstream.read_upstream_answer). At temperature 0 a retry would repeat
   the answer, so an unreadable one is recorded at once; above it, each retry draws again.
 - a grammar backend: the guided JSON answer, for small local judges (below).
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from grading.scorers.etapp_judge import rubric as jt
+from grading.scorers.etapp_judge import rubric as jt, upstream
 from grading.files import atomic_write
 from grading.views import JUDGE_ANSWERS, JUDGE_FAILED, JUDGE_STATUS, JUDGE_TOO_LONG, JUDGED, NOT_JUDGED, SideTable
 from grading.scorers.etapp_judge import ENGINE_ERROR, NOT_JUDGED_TEXT, TOO_LONG_TEXT
@@ -126,8 +126,8 @@ def _item(sample_id: str, method: str, case: Case, world: Context, record: list[
     if world.upstream is None:
         prompt = jt.judge_prompt(case.query, profile, preferences, trajectory, personal, proactive)
     else:
-        skeleton = jt.upstream_skeleton(personal, proactive, world.upstream.judge_hints)
-        prompt = jt.upstream_judge_prompt(world.upstream.judge_template, skeleton, case.query, profile, preferences,
+        skeleton = upstream.upstream_skeleton(personal, proactive, world.upstream.judge_hints)
+        prompt = upstream.upstream_judge_prompt(world.upstream.judge_template, skeleton, case.query, profile, preferences,
                                           trajectory, list(case.personal), list(case.proactive))
     return Item(sample_id, prompt, personal, proactive)
 
@@ -243,7 +243,7 @@ def _read(item: Item, generation: Any, attempt: int, prompt_tokens: int, guided:
             "judge_output": generation.output, "judge_messages": json.dumps(item.messages, ensure_ascii=False)}
     if generation.output is None:
         return {**_failure(item, generation.error or "the judge engine returned no output", attempt), **base}
-    read = jt.parse_judgement if guided else jt.read_upstream_answer
+    read = jt.parse_judgement if guided else upstream.read_upstream_answer
     parsed = read(generation.output, item.personal, item.proactive)
     if isinstance(parsed, str):
         reason = f"{parsed} (finish_reason {generation.finish_reason})"

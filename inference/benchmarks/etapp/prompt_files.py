@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from grading.scorers.etapp_judge.rubric import PERSONAL_MARK, PROACTIVE_MARK
+from grading.scorers.etapp_judge.upstream import PERSONAL_MARK, PROACTIVE_MARK
 from inference.errors import ConfigError, DatasetError
 from inference.python_source import literal_constants, literal_value
 
@@ -63,7 +63,7 @@ class SkeletonHints:
     """The placeholder values upstream's judge skeleton shows (`evaluation/evaluate.py`)."""
 
     procedure: dict[str, Any]
-    """The whole `output_format` dict, `personal` / `proactive` left as grading.scorers.etapp_judge.rubric's marks."""
+    """The whole `output_format` dict, `personal` / `proactive` left as grading.scorers.etapp_judge.upstream's marks."""
     personal: dict[str, str]
     """One personalization key point's slot ({"analysis": hint, "score": hint})."""
     proactive: dict[str, str]
