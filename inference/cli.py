@@ -24,7 +24,8 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from inference.config import register_configs, validate  # noqa: E402
-from inference.errors import ToolsweepError  # noqa: E402
+from inference.dataroot import RESOLVER as DATA_RESOLVER, data_path, root_problem  # noqa: E402
+from inference.errors import ConfigError, ToolsweepError  # noqa: E402
 from inference.models import cache_root  # noqa: E402
 from inference.run import evaluate, prepare_models, run_config  # noqa: E402
 from inference.runinfo import run_dir_lock  # noqa: E402
@@ -36,6 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 OmegaConf.register_new_resolver("toolsweep_root", lambda: str(REPO_ROOT), replace=True)
 OmegaConf.register_new_resolver("toolsweep_cache", lambda: str(cache_root()), replace=True)
 OmegaConf.register_new_resolver("toolsweep_gpu_slots", gpu_slots, replace=True)
+OmegaConf.register_new_resolver(DATA_RESOLVER, data_path, replace=True)
 register_configs()
 register_slurm_resolvers()
 HELP = """toolsweep: batch evaluation of (personalized) tool-calling LLMs on local models.
@@ -79,6 +81,14 @@ def run(resolved: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return evaluate(cfg, benchmark, run_dir, resolved)
 
 
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """The composed config resolved; a dataset.path from the data root while none is set is a
+    ConfigError with the fix (not OmegaConf's resolver error around it)."""
+    if (problem := root_problem(cfg)) is not None:
+        raise ConfigError(problem)
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
 def hydra_main(cfg: DictConfig) -> None:
     """Compose the config, convert it once, evaluate; user errors exit 2 with one message."""
@@ -95,7 +105,7 @@ def hydra_main(cfg: DictConfig) -> None:
         # held before the config is typed and checked (seconds for a large benchmark): a second run on a live
         # run's dir is refused at once
         with run_dir_lock(run_dir):
-            run(OmegaConf.to_container(cfg, resolve=True), run_dir)
+            run(resolved_config(cfg), run_dir)
     except ToolsweepError as exc:
         print(f"toolsweep: error: {exc}", file=sys.stderr)
         sys.exit(2)

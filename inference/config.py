@@ -324,6 +324,9 @@ class ToolsweepConfig:
     prompt: PromptConfig = field(default_factory=PromptConfig)
     roles: dict[str, RoleConfig] = field(default_factory=dict)
     """The other models the benchmark uses, by role name (its YAML adds them)."""
+    data_root: Optional[str] = None
+    """The folder each benchmark's YAML finds its data under (petoolbench/, bfcl/data, ...;
+    inference/dataroot.py); TOOLSWEEP_DATA_ROOT where not set; a dataset's own path wins."""
     quiet: bool = False
     """Hide the progress bars (logs still go to run.log)."""
     verbose: bool = False

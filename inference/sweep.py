@@ -215,8 +215,12 @@ def task_jobs(config: Any) -> list[list[str]] | None:
     unresolved: an override's own interpolation (engine.predictions=${model.path}/x) is the job's."""
     from omegaconf import OmegaConf
 
+    # the sweeper's own params (a suite preset's `dataset: a,b`) come first, as Hydra's basic sweeper puts them
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
+    preset = [f"{key}={value}" for key, value in OmegaConf.to_container(params, resolve=False).items()] \
+        if params else []
     try:
-        return sweep_jobs(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+        return sweep_jobs([*preset, *OmegaConf.to_container(config.hydra.overrides.task, resolve=False)])
     except Exception:  # noqa: BLE001 - an unusual sweep syntax only costs the ETA and the early check
         return None
 
@@ -305,6 +309,11 @@ class LeaderboardCallback(Callback):
             if problem:
                 print(f"{_ERROR_PREFIX}{problem}", file=sys.stderr, flush=True)
                 sys.exit(2)
+        missing = missing_data_problems(config, jobs or [])
+        if missing:
+            print(f"{_ERROR_PREFIX}the data of this sweep's benchmarks is not where it was looked for, so no job was "
+                  "started:\n  " + "\n  ".join(missing), file=sys.stderr, flush=True)
+            sys.exit(2)
         shared = shared_config_error(config, jobs or [])
         if shared:
             print(f"{_ERROR_PREFIX}every job of this sweep has this configuration error, so none was started: "
@@ -360,6 +369,21 @@ def typed_job(composed: Any) -> tuple[Any, Any]:
     with open_dict(composed):
         composed.pop("hydra", None)
     return run_config(OmegaConf.to_container(composed, resolve=True))
+
+
+def missing_data_problems(config: Any, jobs: list[list[str]]) -> list[str]:
+    """Benchmark folders missing under the data root (or no root set) for the jobs that read their
+    data from it (inference.dataroot); composed only, nothing loaded, so said within seconds."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from inference.dataroot import missing_data
+
+    hydra_app = GlobalHydra.instance().hydra
+    if hydra_app is None:
+        return []
+    return missing_data(jobs, lambda job: hydra_app.compose_config(config.hydra.job.config_name, job,
+                                                                   run_mode=RunMode.RUN))
 
 
 def shared_config_error(config: Any, jobs: list[list[str]]) -> str | None:
