@@ -27,7 +27,8 @@ from grading.files import read_facts
 from grading.leaderboard import board_frame, build_leaderboard, job_rows
 from grading.plots import with_variant
 from grading.scoring import get_scorer
-from grading.sweep import Job, hydra_overrides
+from grading.suite import is_data_override, job_benchmark
+from grading.sweep import Job, find_jobs, hydra_overrides
 from grading.trackers import Point, Series, export
 
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
@@ -41,7 +42,7 @@ def export_series(path: Path) -> list[Series]:
     """The series of a sweep dir (multirun.yaml, numbered jobs) or of one run dir (run.json)."""
     path = Path(path)
     if (path / "multirun.yaml").is_file() or (path / "0").is_dir():
-        board, name = build_leaderboard(path), path.resolve().name
+        board, name = as_suite(build_leaderboard(path), path), path.resolve().name
         artifacts = [path / f for f in ("leaderboard.md", "leaderboard.parquet", "leaderboard.png", "report.html")]
     elif (path / "run.json").is_file():
         board, name = _run_board(path), path.resolve().name
@@ -53,6 +54,19 @@ def export_series(path: Path) -> list[Series]:
     for one in series:
         one.artifacts = [a for a in artifacts if a.is_file()]
     return series
+
+
+def as_suite(board: pl.DataFrame, sweep_dir: Path) -> pl.DataFrame:
+    """A sweep over several benchmarks (grading.suite): each row with its benchmark (`_benchmark`) and
+    its overrides without the data ones, so a series is one configuration over every benchmark and
+    its points carry each benchmark's values under the benchmark's name. Any other board as it is."""
+    names = {job.number: job_benchmark(job) for job in find_jobs(sweep_dir)}
+    if len(set(names.values())) < 2:
+        return board
+    kept = [[o for o in (x or []) if not is_data_override(o)] for x in board["overrides"].to_list()]
+    return board.with_columns(pl.Series("overrides", kept, dtype=pl.List(pl.String)),
+                              pl.col("job").replace_strict(names, default=None, return_dtype=pl.String)
+                              .alias("_benchmark"))
 
 
 def _run_board(run_dir: Path) -> pl.DataFrame:
@@ -95,12 +109,18 @@ def _points(rows: pl.DataFrame) -> tuple[list[Point], list[str]]:
                      "jobs' order (0, 1, ...) instead")
     else:
         steps = dict(zip(jobs["job"].to_list(), jobs["step"].to_list()))
+    # a suite's series holds one job per benchmark at each step: their values side by side, by benchmark
+    benchmark = dict(zip(jobs["job"].to_list(), jobs["_benchmark"].to_list())) if "_benchmark" in jobs.columns else {}
     by_step: dict[int, Point] = {}
+    seen: set[tuple[int, str | None]] = set()
     for job, step in sorted(steps.items(), key=lambda item: (item[1], item[0])):
-        if step in by_step:
+        if (step, benchmark.get(job)) in seen:
             notes.append(f"job {job} has the same step ({step}) as an earlier job of this series: left out")
             continue
-        by_step[step] = Point(step, _values(rows.filter(pl.col("job") == job)))
+        seen.add((step, benchmark.get(job)))
+        prefix = f"{benchmark[job]}/" if benchmark.get(job) else ""
+        values = {prefix + k: v for k, v in _values(rows.filter(pl.col("job") == job)).items()}
+        by_step[step] = Point(step, {**(by_step[step].values if step in by_step else {}), **values})
     return [by_step[s] for s in sorted(by_step)], notes
 
 

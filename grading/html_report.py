@@ -108,8 +108,26 @@ def write_sweep_report(sweep_dir: Path) -> Path:
             "jobs": [(job, labels[job]) for job in labels],
             "board": _table("leaderboard", header, rows, failed),
             "race": _race_table(sweep_dir), "against_first": _against_first(sweep_dir, labels),
-            "first_not_complete": _first_not_complete(jobs), "figures": figures}
+            "first_not_complete": _first_not_complete(jobs), "figures": figures,
+            "suite": _suite(sweep_dir, board)}
     return _render("sweep.html.j2", page, sweep_dir / REPORT)
+
+
+def _suite(sweep_dir: Path, board: pl.DataFrame) -> dict[str, Any] | None:
+    """The suite table (grading.suite) and one figure per benchmark, where the jobs span several."""
+    from grading.suite import benchmarks_of, suite_cells, suite_figures, suite_header, suite_rows
+    from grading.sweep import find_jobs
+
+    cells, notes = suite_cells(board, find_jobs(sweep_dir))
+    if len(benchmarks_of(cells)) < 2:
+        return None
+    rows = suite_rows(cells)
+    classes = ["failed" if any(c.startswith("failed") for c in row[2:]) else "" for row in rows]
+    figures = [_figure(f"suite-{k}", fig, f"{benchmark}: {metric.name} on the pooled setting against training "
+                                          "step, one line per configuration")
+               for k, (benchmark, metric, fig) in enumerate(suite_figures(board, cells))]
+    marked = [[f"{c[2:-2]} ★" if c.startswith("**") else c for c in row] for row in rows]  # Markdown's bold
+    return {"table": _table("suite", suite_header(cells), marked, classes), "notes": notes, "figures": figures}
 
 
 def _first_not_complete(jobs: pl.DataFrame) -> str | None:

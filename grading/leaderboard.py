@@ -23,6 +23,7 @@ from grading.repeats import repeat_columns
 from grading.report import markdown_table, write_table
 from grading.scoring import Scorer, metric_columns, primary_reading, scorer_of
 from grading.stats import metric_cis
+from grading.suite import write_suite
 from grading.sweep import Job, find_jobs, job_step
 from grading.tables import board_scorers, leaderboard_cells
 from grading.views import ablation_axis, judge_model, judge_view
@@ -145,6 +146,7 @@ def write_leaderboard(sweep_dir: Path) -> list[Path]:
         paths.append(plot_by_step(stepped, metrics, sweep_dir / "leaderboard.png", title))
     if (against := write_against_first(sweep_dir, board)) is not None:
         paths.append(against)
+    paths += write_suite(sweep_dir, board)
     paths.append(write_sweep_report(sweep_dir))
     return paths
 

@@ -51,7 +51,8 @@ from grading.errors import GradingError
 class Point:
     step: int
     values: dict[str, float]
-    """`setting/reading/metric` (and `..._low`, `..._high` for its 95% CI) -> value."""
+    """`setting/reading/metric` (and `..._low`, `..._high` for its 95% CI) -> value; in a sweep over
+    several benchmarks each key starts with its benchmark (`petoolbench/all/official/tool_acc`)."""
 
 
 @dataclass
