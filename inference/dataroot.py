@@ -56,7 +56,13 @@ def missing_data(jobs: Sequence[Sequence[str]], compose: Callable[[list[str]], A
     """Each problem of a sweep's jobs that take dataset.path from the data root: no root set, or a
     benchmark folder absent under it (one line per folder). `compose` gives a job's composed config."""
     problems: dict[str, None] = {}  # ordered, each said once
+    seen: set[tuple[str, ...]] = set()
     for job in jobs:
+        # jobs that choose the same data (checkpoints x benchmarks) are composed once per benchmark
+        data = tuple(o for o in job if _chooses_data(o))
+        if data in seen:
+            continue
+        seen.add(data)
         composed = compose(list(job))
         if not from_root(composed.dataset):
             continue
@@ -67,6 +73,12 @@ def missing_data(jobs: Sequence[Sequence[str]], compose: Callable[[list[str]], A
         if not path.exists():
             problems[_absent(path, Path(str(composed.data_root)).expanduser(), composed.dataset.name)] = None
     return list(problems)
+
+
+def _chooses_data(override: str) -> bool:
+    key = override.split("=", 1)[0].lstrip("+~")
+    # an interpolated value may name the data too (dataset.path=${model.path}/data)
+    return key in ("dataset", "data_root", "suite") or key.startswith("dataset.") or "${" in override
 
 
 def _absent(path: Path, root: Path, benchmark: str) -> str:
