@@ -24,15 +24,18 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from grading.sweep import override_key
-
 REPO = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # run as a script: check this checkout's code, not whichever copy the venv installed
+    sys.path.insert(0, str(REPO))
+
+from grading.sweep import override_key  # noqa: E402
 CONF = REPO / "conf"
 GENERATED = ("reference/",)  # built from the code at site build time, not written by hand
 # Commands composed against a user's own conf/ (the extension examples: their files are on the
@@ -475,10 +478,7 @@ def check_pages(found: dict[str, str] | None = None) -> list[Problem]:
     return Checker().check(pages() if found is None else found)
 
 
-if __name__ == "__main__":  # python tests/docs_check.py: list every problem
-    import sys
-
-    sys.path.insert(0, str(REPO))
-    found = check_pages()
+if __name__ == "__main__":  # python tests/docs_check.py [PAGE ...]: list every problem (of these pages)
+    found = check_pages({p: (REPO / p).read_text(encoding="utf-8") for p in sys.argv[1:]} or None)
     print("\n".join(map(str, found)) or "no problems")
     sys.exit(1 if found else 0)

@@ -193,3 +193,13 @@ def test_a_value_a_run_refuses_is_reported_with_its_page_line_and_the_accepted_v
                 "docs/benchmarks/etapp.md": "dataset.settings must be a non-empty subset of ['tool_given', "}
     for page, line in planted.items():
         assert accepted[page] in problems[(page, line)], problems[(page, line)]
+
+
+def test_the_check_run_as_a_script_checks_this_checkouts_code(tmp_path):
+    """`python tests/docs_check.py` imports this checkout's packages, not an installed copy of
+    another one (a venv installed from elsewhere, here a `grading` that cannot be imported)."""
+    (tmp_path / "grading").mkdir()
+    (tmp_path / "grading" / "__init__.py").write_text('raise ImportError("an installed copy of another checkout")\n')
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "docs_check.py"), "docs/outputs.md"], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout.strip()) == (0, "no problems"), done.stderr[-2000:]
