@@ -43,7 +43,8 @@ def export_series(path: Path) -> list[Series]:
     path = Path(path)
     if (path / "multirun.yaml").is_file() or (path / "0").is_dir():
         board, name = as_suite(build_leaderboard(path), path), path.resolve().name
-        artifacts = [path / f for f in ("leaderboard.md", "leaderboard.parquet", "leaderboard.png", "report.html")]
+        artifacts = [path / f for f in ("leaderboard.md", "leaderboard.parquet", "leaderboard.png", "suite.md",
+                                       "suite.parquet", "report.html")]
     elif (path / "run.json").is_file():
         board, name = _run_board(path), path.resolve().name
         artifacts = [path / f for f in ("metrics.parquet", "report.html")]
