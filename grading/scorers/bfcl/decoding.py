@@ -115,17 +115,27 @@ def _value(node: ast.AST, arithmetic: Arithmetic) -> Any:
     raise Undecodable(f"unsupported value {type(node).__name__}")
 
 
-def decode_hermes_fc(text: str) -> Decoded:
-    """BFCL's QwenFCHandler reading of a native answer (see the module docstring)."""
-    answer = text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
+def after_thinking(text: str) -> str:
+    """The text after the last `</think>` (newlines at its start dropped), as BFCL's Qwen handler keeps it."""
+    return text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
+
+
+def hermes_blocks(text: str) -> list[Any]:
+    """Every `<tool_call>\\n...\\n</tool_call>` block of `text` decoded as JSON; one that does not
+    decode is skipped, as BFCL skips it."""
     blocks = []
-    for block in _FC_BLOCK.findall(answer):
+    for block in _FC_BLOCK.findall(text):
         try:
             blocks.append(json.loads(block))
         except (ValueError, RecursionError):
-            continue  # BFCL skips a block that does not decode
+            continue
+    return blocks
+
+
+def decode_hermes_fc(text: str) -> Decoded:
+    """BFCL's QwenFCHandler reading of a native answer (see the module docstring)."""
     calls = []
-    for item in blocks:
+    for item in hermes_blocks(after_thinking(text)):
         if not isinstance(item, dict):
             return Decoded(None, f"a tool-call block holds a {type(item).__name__}, not an object")
         if "name" not in item or "arguments" not in item:

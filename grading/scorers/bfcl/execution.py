@@ -35,14 +35,13 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from grading.scorers._python_calls import MAX_ANSWER_CHARS
-from grading.scorers.bfcl.decoding import decode_prompting
+from grading.scorers.bfcl.decoding import after_thinking, decode_prompting, hermes_blocks
 from grading.scorers.bfcl.environments import STATELESS
 
 DENIED = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
 """Names BFCL refuses before its `eval` (checked on the call's name as BFCL extracts it)."""
 STEP_SECONDS = 10.0
 """How long one call may run before it is answered with a time-out error."""
-_FC_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
 _METHOD_WORD = re.compile(r"\b([a-zA-Z_]\w*)\s*(?=\()")
 _MAX_DEPTH = 50
 
@@ -65,15 +64,8 @@ def hermes_execution_list(text: str) -> list[str]:
     `</think>`): every `<tool_call>` block that is JSON, each an object with `name` and `arguments`
     (an object, or JSON text of one), written `name(k=repr(v),...)` (`convert_to_function_call`:
     no space after the comma, no nested calls). Raises Undecodable where BFCL's handler raises."""
-    answer = text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
-    items = []
-    for block in _FC_BLOCK.findall(answer):
-        try:
-            items.append(json.loads(block))
-        except (ValueError, RecursionError):
-            continue
     strings = []
-    for item in items:
+    for item in hermes_blocks(after_thinking(text)):
         if not isinstance(item, dict) or "name" not in item or "arguments" not in item:
             raise Undecodable("a tool-call block is not an object with name and arguments")
         arguments = item["arguments"]

@@ -12,7 +12,6 @@ message) is the `user` turn.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,6 +25,7 @@ from inference.toolcalls import CALL_FORMATS
 from grading.scorers.bfcl.multi_turn import MULTI_TURN
 
 from .grammar import call_grammar
+from .ids import id_problems, number
 from .multi_turn_data import multi_turn_rows
 from .texts import OWN
 
@@ -43,7 +43,6 @@ SCORER = "bfcl"
 # BFCL's declared types -> the schema form's (inference.schemas) for a native call's JSON schema
 _SCHEMA_TYPES = {"string": "string", "integer": "integer", "float": "float", "boolean": "boolean",
                  "array": "array", "tuple": "array", "dict": "dict", "any": "any"}
-_ID = re.compile(r"^(?P<category>.+)_(?P<n>\d+)(-\d+-\d+)?$")
 NATIVE_NO_CALL = "None of the functions I can call fits this request."
 """The gold answer of an irrelevance case in the native format: text without a tool call."""
 
@@ -65,11 +64,9 @@ def data_root(path: Path) -> Path:
 
 def case_problems(case: Any, category: str) -> list[str]:
     """Everything wrong with one question record (empty when it is usable)."""
-    if not isinstance(case, dict) or not isinstance(case.get("id"), str):
-        return ["a record must be an object with a string id"]
-    match = _ID.match(case["id"])
-    if not match or match["category"] != category:
-        return [f"id {case['id']!r} is not <{category}>_<n> (BFCL's form)"]
+    found = id_problems(case, category)
+    if found:
+        return found
     turns = case.get("question")
     if not (isinstance(turns, list) and len(turns) == 1 and isinstance(turns[0], list) and turns[0]
             and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in turns[0])):
@@ -163,7 +160,7 @@ def _row(case: dict[str, Any], category: str, answer: Optional[dict[str, Any]]) 
     if category == "live_relevance" and functions:
         calls = [(functions[0]["name"], {})]  # any call passes: the first function, no arguments
     return sample_row(
-        setting=category, entry_id=int(_ID.match(case["id"])["n"]), scorer=SCORER,
+        setting=category, entry_id=number(case["id"]), scorer=SCORER,
         system=OWN.system(functions, system), user=messages[-1]["content"], native_system=system,
         tools=schema_tools(functions), tool_specs=OWN.functions_with_hint(functions),
         gold_tool=calls[0][0] if calls else None, gold_params=calls[0][1] if calls else None,

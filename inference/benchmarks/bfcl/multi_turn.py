@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional
 
 import polars as pl
 
+from grading.scorers.bfcl.decoding import after_thinking, hermes_blocks
 from grading.scorers.bfcl.execution import CaseEnvironment, Undecodable, is_empty
 from grading.scorers.bfcl.multi_turn import MAX_STEPS, MULTI_TURN, is_long_context, reader
 from inference.engines import Generation, Request, prompt_tokens
@@ -210,27 +211,13 @@ def _assistant(text: str, native: bool) -> dict[str, Any]:
     the text after any `</think>` when it holds none (native, as BFCL's Hermes handler keeps it)."""
     if not native:
         return {"role": "assistant", "content": text}
-    cleaned = text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
-    calls = _hermes_blocks(cleaned)
+    cleaned = after_thinking(text)
+    calls = [block for block in hermes_blocks(cleaned) if isinstance(block, dict)]
     if not calls:
         return {"role": "assistant", "content": cleaned}
     return {"role": "assistant", "content": "",
             "tool_calls": [{"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
                            for c in calls]}
-
-
-def _hermes_blocks(text: str) -> list[dict[str, Any]]:
-    from grading.scorers.bfcl.execution import _FC_BLOCK
-
-    found = []
-    for block in _FC_BLOCK.findall(text):
-        try:
-            item = json.loads(block)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(item, dict):
-            found.append(item)
-    return found
 
 
 def _next_turn(episode: Episode, loop: Loop) -> None:

@@ -13,19 +13,18 @@ offered functions get the language hint (BFCL adds it after moving the held-out 
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import Any
 
 from grading.scorers.bfcl.environments import CLASS_MODULES
 from inference.benchmarks.base import read_jsonl, sample_row
 
+from .ids import id_problems, number
 from .texts import OWN
 
 PREFIX = "BFCL_v4"
 SCORER = "bfcl"
 DOC_DIR = "multi_turn_func_doc"
-_ID = re.compile(r"^(?P<category>.+)_(?P<n>\d+)$")
 
 
 def function_docs(root: Path, involved: list[str], read: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -41,11 +40,10 @@ def function_docs(root: Path, involved: list[str], read: dict[str, list[dict[str
 
 
 def case_problems(case: Any, category: str) -> list[str]:
-    if not isinstance(case, dict) or not isinstance(case.get("id"), str):
-        return ["a record must be an object with a string id"]
-    match = _ID.match(case["id"])
-    if not match or match["category"] != category:
-        return [f"id {case['id']!r} is not <{category}>_<n> (BFCL's form)"]
+    """Everything wrong with one multi-turn record (empty when it is usable)."""
+    found = id_problems(case, category)
+    if found:
+        return found
     turns = case.get("question")
     if not (isinstance(turns, list) and turns and all(isinstance(t, list) for t in turns)
             and all(isinstance(m, dict) and isinstance(m.get("content"), str) for t in turns for m in t)):
@@ -99,7 +97,7 @@ def _row(root: Path, case: dict[str, Any], category: str, answer: dict[str, Any]
     held_out = split_held_out(functions, case.get("missed_function", {}))
     first = case["question"][0]
     return sample_row(
-        setting=category, entry_id=int(_ID.match(case["id"])["n"]), scorer=SCORER,
+        setting=category, entry_id=number(case["id"]), scorer=SCORER,
         system=OWN.system(functions, None), user=first[-1]["content"] if first else "", native_system=None,
         tools=schema_tools(functions), tool_specs=OWN.functions_with_hint(functions), gold_tool=None,
         gold_params=None, allow_refusal=True,
