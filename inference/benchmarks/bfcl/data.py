@@ -25,7 +25,7 @@ from inference.toolcalls import CALL_FORMATS
 from grading.scorers.bfcl.multi_turn import MULTI_TURN
 
 from .grammar import call_grammar
-from .ids import id_problems, number
+from .records import id_problems, number, schema_tools
 from .multi_turn_data import multi_turn_rows
 from .texts import OWN
 
@@ -40,9 +40,6 @@ NO_ANSWER_FILE = ("irrelevance", "live_irrelevance", "live_relevance")
 MAX_CALLS = 8
 """The most calls one answer may hold (the grammar's bound): BFCL's largest gold answer has 8."""
 SCORER = "bfcl"
-# BFCL's declared types -> the schema form's (inference.schemas) for a native call's JSON schema
-_SCHEMA_TYPES = {"string": "string", "integer": "integer", "float": "float", "boolean": "boolean",
-                 "array": "array", "tuple": "array", "dict": "dict", "any": "any"}
 NATIVE_NO_CALL = "None of the functions I can call fits this request."
 """The gold answer of an irrelevance case in the native format: text without a tool call."""
 
@@ -133,21 +130,6 @@ def gold_calls(functions: list[dict[str, Any]], ground_truth: list[dict[str, Any
         ordered = sorted(chosen.items(), key=lambda item: order.get(item[0], len(order)))
         calls.append((name, {p: value for p, (given, value) in ordered if given}))
     return calls
-
-
-def schema_tools(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The functions in the schema form (inference.schemas): required and optional parameters
-    with their types, for a native call's JSON schema."""
-    tools = []
-    for function in functions:
-        params = function["parameters"]
-        required = set(params.get("required") or [])
-        listed = [{"name": n, "type": _SCHEMA_TYPES.get(spec.get("type"), "any")}
-                  for n, spec in params["properties"].items()]
-        tools.append({"tool_name": function["name"], "description": function.get("description", ""),
-                      "required_parameters": [p for p in listed if p["name"] in required],
-                      "optional_parameters": [p for p in listed if p["name"] not in required]})
-    return tools
 
 
 def _row(case: dict[str, Any], category: str, answer: Optional[dict[str, Any]]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from grading.scorers.bfcl.environments import CLASS_MODULES
 from inference.benchmarks.base import read_jsonl, sample_row
 
-from .ids import id_problems, number
+from .records import id_problems, number, schema_tools
 from .texts import OWN
 
 PREFIX = "BFCL_v4"
@@ -91,8 +91,6 @@ def split_held_out(functions: list[dict[str, Any]], missed: dict[str, list[str]]
 
 def _row(root: Path, case: dict[str, Any], category: str, answer: dict[str, Any],
          read: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    from .data import schema_tools
-
     functions = function_docs(root, case["involved_classes"], read)
     held_out = split_held_out(functions, case.get("missed_function", {}))
     first = case["question"][0]
