@@ -52,7 +52,7 @@ class Point:
     step: int
     values: dict[str, float]
     """`setting/reading/metric` (and `..._low`, `..._high` for its 95% CI) -> value; in a sweep over
-    several benchmarks each key starts with its benchmark (`petoolbench/all/official/tool_acc`)."""
+    several benchmarks each key starts with its benchmark (`<benchmark>/all/official/<metric>`)."""
 
 
 @dataclass
@@ -101,6 +101,23 @@ def _need(module: str) -> Any:
     except ImportError as exc:
         raise GradingError(f"exporting needs the tracker libraries ({exc}): install the extra, "
                            "pip install 'toolsweep[trackers]' (make install does)") from None
+
+
+def missing_libraries(trackers: list[str]) -> list[str]:
+    """A problem line per tracker whose library cannot be imported here, found without importing it
+    (a sweep asks before its first job, not after its last)."""
+    import importlib.util
+
+    missing = []
+    for name in trackers:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # ValueError: the name held as None in sys.modules (import blocked)
+            found = False
+        if not found:
+            missing.append(f"export.to=[{name}] needs the {name} package, which is not installed here: install "
+                           "the extra, pip install 'toolsweep[trackers]' (make install does), or drop it from export.to")
+    return missing
 
 
 def labels(series: list[Series]) -> list[str | None]:

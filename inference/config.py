@@ -314,6 +314,76 @@ class RoleConfig:
 
 
 @dataclass
+class TensorBoardExport:
+    """Where `export.to=[tensorboard]` writes (as `toolsweep export --to tensorboard`)."""
+
+    dir: Optional[str] = None
+    """Log dir (default: the sweep dir's tensorboard/); your training run's log dir puts the points beside it."""
+
+
+@dataclass
+class WandbExport:
+    """Where `export.to=[wandb]` writes: offline runs, for `wandb sync` later."""
+
+    dir: Optional[str] = None
+    """W&B dir (default: the sweep dir's wandb/)."""
+    project: str = "toolsweep"
+    """W&B project."""
+    run_id: Optional[str] = None
+    """Your existing (training) run: the points go into a folder for `wandb sync --append`."""
+
+
+@dataclass
+class MlflowExport:
+    """Where `export.to=[mlflow]` writes."""
+
+    tracking_uri: Optional[str] = None
+    """MLflow tracking URI (default: sqlite:///SWEEP_DIR/mlflow.db)."""
+    project: str = "toolsweep"
+    """MLflow experiment."""
+    run_id: Optional[str] = None
+    """Your existing (training) run to add the points to."""
+
+
+@dataclass
+class TrackioExport:
+    """Where `export.to=[trackio]` writes: Trackio's local store."""
+
+    dir: Optional[str] = None
+    """Trackio dir (default: the sweep dir's trackio/)."""
+    project: str = "toolsweep"
+    """Trackio project (an existing one keeps its runs)."""
+
+
+@dataclass
+class ExportConfig:
+    """Trackers a sweep's metrics go into when it ends (`toolsweep -m ... export.to=[tensorboard,mlflow]`),
+    as `toolsweep export SWEEP --to TRACKER` writes them; each tracker's destination under its name."""
+
+    to: list[str] = field(default_factory=list)
+    """Trackers (tensorboard, wandb, mlflow, trackio), exported in this order when the sweep ends; their
+    libraries are checked before the first job starts. A single run: `toolsweep export RUN_DIR`."""
+    tensorboard: TensorBoardExport = field(default_factory=TensorBoardExport)
+    """Where TensorBoard's event files go."""
+    wandb: WandbExport = field(default_factory=WandbExport)
+    """Where W&B's offline runs go."""
+    mlflow: MlflowExport = field(default_factory=MlflowExport)
+    """Where MLflow's runs go."""
+    trackio: TrackioExport = field(default_factory=TrackioExport)
+    """Where Trackio's runs go."""
+
+    def destinations(self) -> dict[str, dict[str, Any]]:
+        """Each tracker of `to` with the options `grading.trackers.export` takes."""
+        found = {}
+        for name in self.to:
+            options = dict(vars(getattr(self, name)))
+            if "dir" in options:
+                options["destination"] = Path(options.pop("dir")).expanduser() if options["dir"] else None
+            found[name] = options
+        return found
+
+
+@dataclass
 class ToolsweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dataset: Any = MISSING
@@ -325,7 +395,7 @@ class ToolsweepConfig:
     roles: dict[str, RoleConfig] = field(default_factory=dict)
     """The other models the benchmark uses, by role name (its YAML adds them)."""
     data_root: Optional[str] = None
-    """The folder each benchmark's YAML finds its data under (petoolbench/, bfcl/data, ...;
+    """The folder each benchmark's YAML finds its data under (one folder per benchmark, as its YAML says;
     inference/dataroot.py); TOOLSWEEP_DATA_ROOT where not set; a dataset's own path wins."""
     quiet: bool = False
     """Hide the progress bars (logs still go to run.log)."""
@@ -334,6 +404,8 @@ class ToolsweepConfig:
     max_error_rate: float = 0.1
     """The run fails (outputs still written) when more than this share of samples errored:
     too_long prompts, engine or grammar errors, empty outputs."""
+    export: ExportConfig = field(default_factory=ExportConfig)
+    """Trackers a sweep's metrics go into when it ends."""
 
 
 def register_configs() -> None:
@@ -363,7 +435,19 @@ def value_problems(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:
     accept (a constraint, a prompt format, a setting of the benchmark) and the benchmark's own options
     (`DatasetConfig.problems`). Part of `validate`; the docs check (tests/docs_check.py) applies it
     to every config the docs show, so a page cannot show a value a run refuses."""
-    return [*_check_choices(cfg, benchmark), *cfg.dataset.problems()]
+    return [*_check_choices(cfg, benchmark), *cfg.dataset.problems(), *export_problems(cfg.export.to)]
+
+
+def export_problems(trackers: list[str]) -> list[str]:
+    """export.to names trackers `toolsweep export` writes to, each once."""
+    from grading.trackers import WRITERS
+
+    bad = [name for name in trackers if name not in WRITERS]
+    if bad:
+        return [f"export.to must be a subset of {list(WRITERS)}, got {list(trackers)} ({bad} unknown)"]
+    if len(set(trackers)) != len(trackers):
+        return [f"export.to lists a tracker twice: {list(trackers)}"]
+    return []
 
 
 def _check_shortening(cfg: ToolsweepConfig, benchmark: Any) -> list[str]:

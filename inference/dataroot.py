@@ -1,7 +1,7 @@
 """One data root for every benchmark: `data_root=DIR` (or TOOLSWEEP_DATA_ROOT=DIR) and each
-benchmark's YAML finds its files under it (`dataset.path: ${toolsweep_data:petoolbench}`), in the
-layout of a shared data folder: petoolbench/, familytool/, toolspectrum/, acebench/, etapp/ (with
-travelplanner/ beside it), bfcl/data. A dataset's own `dataset.path=...` still wins.
+benchmark's YAML finds its files under it (`dataset.path: ${toolsweep_data:<its folder>}`), in the
+layout of a shared data folder (one folder per benchmark, docs/sweeps.md lists them). A dataset's
+own `dataset.path=...` still wins.
 
 A sweep over several benchmarks (`+suite=personal`) is checked here before any job starts: a
 benchmark folder missing under the root is said once, with the folder looked for and the option
