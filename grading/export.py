@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import polars as pl
 
@@ -55,6 +55,14 @@ def export_series(path: Path) -> list[Series]:
     for one in series:
         one.artifacts = [a for a in artifacts if a.is_file()]
     return series
+
+
+def export_to(path: Path, destinations: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """A sweep's (or run's) series into each tracker with its options (`destination`, `project`,
+    `tracking_uri`, `run_id`, as `toolsweep export` passes them); yields the console lines."""
+    series = export_series(path)
+    for tracker, options in destinations.items():
+        yield from export(series, tracker, path, **options)
 
 
 def as_suite(board: pl.DataFrame, sweep_dir: Path) -> pl.DataFrame:
@@ -175,8 +183,9 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-export") -> None:
     parser.add_argument("--run-id", help="W&B or MLflow: your existing (training) run to add the points to")
     args = parser.parse_args(argv)
     try:
-        for line in export(export_series(args.path), args.to, args.path, destination=args.dir, project=args.project,
-                           tracking_uri=args.tracking_uri, run_id=args.run_id):
+        options = {"destination": args.dir, "project": args.project, "tracking_uri": args.tracking_uri,
+                   "run_id": args.run_id}
+        for line in export_to(args.path, {args.to: options}):
             print(line)
     except GradingError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)

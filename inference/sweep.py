@@ -28,7 +28,7 @@ import polars as pl
 from hydra.experimental.callback import Callback
 
 from grading.scoring import format_value, get_scorer, primary_reading
-from grading.sweep import override_value, parse_step
+from grading.sweep import override_key, override_value, parse_step
 from inference.errors import ToolsweepError
 
 CHILD_FLAG = "TOOLSWEEP_SWEEP_CHILD"
@@ -144,6 +144,8 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
     overrides (no process, no engine call), resumes a killed job from its shards (the child
     reruns into the same run dir) and retries a failed one."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    # where the sweep's metrics go when it ends is the sweep's business: a job that only differs in it is the same job
+    task_overrides = [o for o in task_overrides if not override_key(o).startswith("export.")]
     kept = kept_outcome(run_dir, task_overrides)
     if kept is not None:
         _report(job_num, kept, True, run_dir)
@@ -303,6 +305,11 @@ class LeaderboardCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         jobs = task_jobs(config)
         _PROGRESS.update(total=len(jobs) if jobs is not None else None, walls=[], seen=0)
+        trackers = export_problems(config)
+        if trackers:
+            print(f"{_ERROR_PREFIX}this sweep exports to trackers when it ends, and cannot, so no job was started:\n  "
+                  + "\n  ".join(trackers), file=sys.stderr, flush=True)
+            sys.exit(2)
         if config.hydra.runtime.choices.get("hydra/launcher") == "local_gpus":
             problem = check_gpu_launcher(config.hydra.launcher.n_jobs, config.model.tensor_parallel_size,
                                          len(node_gpus()))
@@ -348,6 +355,47 @@ class LeaderboardCallback(Callback):
             print(f"{_ERROR_PREFIX}no job of this sweep completed ({statuses.height} failed; their reasons are in "
                   f"{sweep_dir / 'leaderboard.md'})", file=sys.stderr, flush=True)
             sys.exit(1)
+        export_at_end(config, sweep_dir)
+
+
+def export_config(config: Any) -> Any:
+    """The sweep's `export` options, typed (inference.config.ExportConfig)."""
+    from omegaconf import OmegaConf
+
+    from inference.config import ExportConfig
+
+    node = OmegaConf.select(config, "export", default=None)
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ExportConfig), node or {}))
+
+
+def export_problems(config: Any) -> list[str]:
+    """Why the sweep could not export to its trackers when it ends (unknown names, a library missing):
+    said before the first job, not after the last."""
+    from grading.trackers import missing_libraries
+    from inference.config import export_problems as name_problems
+
+    try:
+        trackers = export_config(config).to
+    except Exception as exc:  # noqa: BLE001 - a mistyped export option is the user's to fix before the sweep
+        return [f"export: {str(exc).splitlines()[0]}"]
+    return name_problems(trackers) or missing_libraries(trackers)
+
+
+def export_at_end(config: Any, sweep_dir: Path) -> None:
+    """The sweep's metrics into the trackers of `export.to`, as `toolsweep export` writes them."""
+    from grading.errors import GradingError
+    from grading.export import export_to
+
+    destinations = export_config(config).destinations()
+    if not destinations:
+        return
+    try:
+        for line in export_to(sweep_dir, destinations):
+            print(f"[toolsweep] export: {line}", flush=True)
+    except GradingError as exc:
+        print(f"{_ERROR_PREFIX}the sweep's metrics could not be exported: {exc}; the sweep's outputs are written, "
+              f"export them again with `toolsweep export {sweep_dir} --to TRACKER`", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 def sweep_jobs(task_overrides: Sequence[str]) -> list[list[str]]:

@@ -131,6 +131,11 @@ def config_page() -> str:
         if f.name in nested:
             default = f.default_factory()
             out += ["", f"### `{f.name}.*`", "", _doc_line(type(default)), option_table(type(default), f"{f.name}.")]
+            for inner in fields(default):  # a part with options of its own (export.mlflow.*)
+                value = getattr(default, inner.name)
+                if is_dataclass(value):
+                    prefix = f"{f.name}.{inner.name}."
+                    out += ["", f"#### `{prefix}*`", "", _doc_line(type(value)), option_table(type(value), prefix)]
     out += ["", "### `roles.<name>.*`", "", _doc_line(RoleConfig),
             option_table(RoleConfig, "roles.<name>.", frozenset({"model", "decoding"})),
             "", "`roles.<name>.model.*` and `roles.<name>.decoding.*` take the options of `model.*` and "

@@ -37,9 +37,12 @@ def sweep(tmp_path_factory) -> Path:
         folder.mkdir(parents=True)
         write_predictions(gold.head(CORRECT[step]), folder / "preds.jsonl")
     paths = ",".join(str(root / "train" / f"checkpoint-{s}") for s in STEPS)
+    # the sweep exports itself when it ends (test_a_sweep_exports_at_its_end_from_config)
     done = run_sweep(root / "sweep", ["engine=replay", "engine.predictions=${model.path}/preds.jsonl",
-                                      f"model.path={paths}", "dataset.settings=[p]"], timeout=600)
+                                      f"model.path={paths}", "dataset.settings=[p]", "export.to=[tensorboard]",
+                                      f"export.tensorboard.dir={root / 'tb-at-end'}"], timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (root / "sweep.out").write_text(done.stdout)
     return root / "sweep"
 
 
@@ -79,6 +82,21 @@ def test_tensorboard(sweep, tmp_path):
     reader.Reload()
     assert_points({tag: [(e.step, e.value) for e in reader.Scalars(tag)] for tag in reader.Tags()["scalars"]}, want)
     assert "tensorboard --logdir" in lines[-1]
+
+
+def test_a_sweep_exports_at_its_end_from_config(sweep):
+    """export.to=[tensorboard] with its dir: the sweep's points are in TensorBoard when it ends, as
+    `toolsweep export` writes them, without a second command."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    [run] = (sweep.parent / "tb-at-end").iterdir()
+    reader = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    reader.Reload()
+    assert_points({tag: [(e.step, e.value) for e in reader.Scalars(tag)] for tag in reader.Tags()["scalars"]},
+                  expected(sweep))
+    [series] = export_series(sweep)
+    assert "export." not in series.params["toolsweep.overrides"], "where it is exported is no configuration"
+    assert f"[toolsweep] export: tensorboard: {run} (3 steps)" in (sweep.parent / "sweep.out").read_text()
 
 
 def test_mlflow_new_run_and_an_existing_training_run(sweep, tmp_path):
@@ -151,6 +169,12 @@ def wandb_run_facts(path: Path) -> tuple[set[str], set[str]]:
             keys |= {i.key or "/".join(i.nested_key) for i in record.run.config.update}
             names |= {record.run.display_name} - {""}
     return keys, names
+
+
+def wandb_step_metrics(path: Path) -> dict[str, str]:
+    """The x-axis each metric (or glob) is plotted against, as the offline run's define_metric records set it."""
+    return {(r.metric.glob_name or r.metric.name): r.metric.step_metric for r in wandb_records(path)
+            if r.WhichOneof("record_type") == "metric" and r.metric.step_metric}
 
 
 def test_wandb_offline(sweep, tmp_path):
@@ -301,6 +325,8 @@ def test_wandb_run_id_appends_beside_the_users_run_and_never_touches_it(sweep, t
     assert_points(history_points(appended), want)
     keys, names = wandb_run_facts(next(appended.glob("run-*.wandb")))
     assert names == set(), "the training run keeps its name"
+    # on the run they join, the points are plotted at their checkpoint step, not at the run's own _step
+    assert wandb_step_metrics(next(appended.glob("run-*.wandb"))) == {PREFIX + "*": "checkpoint_step"}
     assert {k for k in keys if not k.startswith("_")} and all(k.startswith(("toolsweep.", "_")) for k in keys), keys
     # once synced, the folder is kept: a new one, and the console says syncing it adds the points again
     (appended / "run-train1.wandb.synced").write_text("")
@@ -425,3 +451,59 @@ def test_trackio_keeps_a_run_it_did_not_write(tmp_path):
     runs, logs = json.loads(subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True,
                                            check=True).stdout.splitlines()[-1])
     assert runs == ["baseline"] and [e["loss"] for e in logs] == [1.0], "the user's run is as it was"
+
+
+def test_trackio_existing_project_keeps_its_runs_and_gets_the_points_once(sweep, tmp_path):
+    """A project that already holds the user's training run: the export adds its run beside it, a re-export
+    adds nothing twice, and the training run's own history is as it was (read with Trackio's own reader)."""
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio")}
+    mine = ("import trackio; trackio.init(project='evals', name='training', config={'lr': 0.1}, embed=False, "
+            "auto_log_cpu=False, auto_log_gpu=False); [trackio.log({'train/loss': 2.0 - s / 500}, step=s) "
+            "for s in range(0, 501, 50)]; trackio.finish()")
+    subprocess.run([sys.executable, "-c", mine], env=env, capture_output=True, text=True, check=True, timeout=300)
+    read = ("import json; from trackio.sqlite_storage import SQLiteStorage as S; "
+            "print(json.dumps({run: S.get_logs('evals', run) for run in S.get_runs('evals')}))")
+
+    def runs() -> dict[str, list[dict]]:
+        return json.loads(subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True,
+                                         check=True).stdout.splitlines()[-1])
+
+    before = runs()["training"]
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "grading.export", str(sweep), "--to", "trackio", "--dir",
+                               str(tmp_path / "trackio"), "--project", "evals"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    found = runs()
+    assert len(found) == 2 and found["training"] == before, "the training run is as it was"
+    [ours] = [name for name in found if name != "training"]
+    points: dict[str, list] = {}
+    for entry in found[ours]:
+        for key, value in entry.items():
+            if key.startswith(PREFIX):
+                points.setdefault(key, []).append((entry["step"], value))
+    assert_points(points, expected(sweep))
+
+
+def test_a_tracker_named_or_installed_wrongly_is_said_before_the_sweep(tmp_path, monkeypatch):
+    from grading.trackers import missing_libraries
+    from inference.config import export_problems
+
+    assert export_problems(["tensorboard", "mlflow"]) == [] and missing_libraries(["tensorboard", "mlflow"]) == []
+    [unknown] = export_problems(["tensorbord"])
+    assert "export.to must be a subset of ['tensorboard', 'wandb', 'mlflow', 'trackio']" in unknown and "tensorbord" in unknown
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as where the extra is not installed
+    [missing] = missing_libraries(["tensorboard", "mlflow"])
+    assert "the mlflow package" in missing and "pip install 'toolsweep[trackers]'" in missing
+    # the command: exit 2 before any job starts, the package and the extra named (a sitecustomize hides it)
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['tensorboard'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hide), str(REPO)])}
+    done = subprocess.run([sys.executable, "-m", "inference.cli", "-m", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                           "engine=replay", "engine.predictions=none.jsonl", "model.path=a,b",
+                           "export.to=[tensorboard]"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "no job was started" in done.stderr and "export.to=[tensorboard] needs the tensorboard package" in done.stderr
+    assert "toolsweep[trackers]" in done.stderr
+    assert not (tmp_path / "sweep" / "0").exists()
