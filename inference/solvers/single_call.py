@@ -111,7 +111,7 @@ def answer_coverage(prompts: pl.DataFrame, benchmark: Any, plan: PromptPlan) -> 
     own = [c for c in ("grammar", "answer_regex") if c in prompts.columns]
     if plan.native or not own:
         return prompts
-    from inference.gold import DEFAULT_PARSER, gold_outputs
+    from inference.gold_answers import DEFAULT_PARSER, gold_outputs
 
     golds = gold_outputs(prompts, plan.format, DEFAULT_PARSER, benchmark)["output"].to_list()
     fits = [answer_fits(row.get("grammar"), row.get("answer_regex"), gold)
