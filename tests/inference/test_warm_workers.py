@@ -16,6 +16,7 @@ import pytest
 from hydra_plugins.toolsweep_launcher.warm_launcher import engine_order
 from inference.workers import DONE, WORKER_NAME, Worker, compatible
 from tests.processes import named
+from tests.warm import toolsweep
 from tests.conftest import REPO, tiny_args
 
 
@@ -71,6 +72,11 @@ def _sweep(sweep: Path, args: list[str], env: dict[str, str]) -> subprocess.Pope
                             start_new_session=True)
 
 
+def _warm_sweep(sweep: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A sweep that no test step interrupts, run as tests/warm.py runs commands."""
+    return toolsweep(["-m", f"hydra.sweep.dir={sweep}", *args], env)
+
+
 def _worker_pids(parent: int) -> list[int]:
     return named(parent, WORKER_NAME)
 
@@ -115,8 +121,12 @@ def test_a_warm_sweep_equals_a_cold_one_and_survives_a_killed_worker(tmp_path, t
     assert jobs[1][0]["worker"] == "fresh" and jobs[1][1]["roles"]["model"]["engine_start"]["how"] == "cold"
     assert jobs[3][0]["worker"] == "warm" and jobs[3][1]["roles"]["model"]["engine_start"]["how"] == "reused"
 
-    rerun = _sweep(warm, args, {**env, "TOOLSWEEP_PAUSE_AT": ""})
-    again = rerun.communicate()[0]
+    # The rerun and the reference need no live process of their own (nothing is killed): they run
+    # as the tests' other commands do, on this pytest process's warm command worker (tests/warm.py),
+    # which keeps its preloaded template for the rerun's fresh worker. Their jobs still get fresh
+    # workers (rerun) or new interpreters (reuse_engine=false), which the assertions below check.
+    rerun = _warm_sweep(warm, args, {**env, "TOOLSWEEP_PAUSE_AT": ""})
+    again = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, again[-3000:]
     for number in (0, 1, 3):
         assert f"job {number}/4: complete (kept" in again, again[-3000:]
@@ -126,8 +136,8 @@ def test_a_warm_sweep_equals_a_cold_one_and_survives_a_killed_worker(tmp_path, t
     # worker after the kill (2): the same jobs, one new process each
     cold = tmp_path / "cold"
     cold_args = [arg.replace("[p],[r]", "[r]") for arg in args]
-    reference = _sweep(cold, [*cold_args, "hydra.launcher.reuse_engine=false"], {**env, "TOOLSWEEP_PAUSE_AT": ""})
-    said = reference.communicate()[0]
+    reference = _warm_sweep(cold, [*cold_args, "hydra.launcher.reuse_engine=false"], {**env, "TOOLSWEEP_PAUSE_AT": ""})
+    said = reference.stdout + reference.stderr
     assert reference.returncode == 0, said[-3000:]
     for number, warm_number in ((0, 2), (1, 3)):
         job, run, samples = _job(cold, number)
@@ -167,8 +177,8 @@ def test_a_checkpoint_sweep_swaps_weights_in_place_and_equals_cold_engines(tmp_p
     args = [*tiny_args(tiny_model), f"model.path={swept}", "dataset.settings=[p]", "dataset.limit=2",
             "engine.cache=false"]
     warm = tmp_path / "warm"
-    done = _sweep(warm, args, scratch_env)
-    out = done.communicate()[0]
+    done = _warm_sweep(warm, args, scratch_env)
+    out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]  # one failed job does not fail the sweep
     jobs = {n: _job(warm, n) for n in range(4)}
     assert jobs[0][1]["roles"]["model"]["engine_start"]["how"] == "cold"
@@ -182,10 +192,12 @@ def test_a_checkpoint_sweep_swaps_weights_in_place_and_equals_cold_engines(tmp_p
     assert "truncated" in jobs[3][0]["fresh_worker_because"], jobs[3][0]
 
     cold = tmp_path / "cold"
-    reference = _sweep(cold, [*tiny_args(tiny_model), f"model.path={made['b']}", "dataset.settings=[p]",
-                              "dataset.limit=2", "engine.cache=false", "hydra.launcher.reuse_engine=false"], scratch_env)
-    said = reference.communicate()[0]
+    reference = _warm_sweep(cold, [*tiny_args(tiny_model), f"model.path={made['b']}", "dataset.settings=[p]",
+                                   "dataset.limit=2", "engine.cache=false", "hydra.launcher.reuse_engine=false"],
+                            scratch_env)
+    said = reference.stdout + reference.stderr
     assert reference.returncode == 0, said[-3000:]
+    assert _job(cold, 0)[0]["worker"] is None, "the reference ran on a worker, not in a new process"
     assert _job(cold, 0)[2].equals(jobs[1][2]), "the swapped-in checkpoint answered otherwise than a cold engine"
     assert not jobs[0][2].equals(jobs[1][2]), "the two steps answer alike: the comparison would prove nothing"
 
