@@ -156,6 +156,13 @@ def cap_strings(schema: Any, max_chars: int | None) -> Any:
     return out
 
 
+def named_call_schema(names: list[str], args_key: str = "arguments") -> str:
+    """One native call of any of `names` with an arguments object whose contents are free (an agent's
+    step: its arguments are checked by the tool that runs it), as compact JSON."""
+    return compact_json({"type": "object", "properties": {"name": {"enum": list(names)}, args_key: {"type": "object"}},
+                         "required": ["name", args_key], "additionalProperties": False})
+
+
 def compact_json(value: Any) -> str:
     """JSON on one line with key order kept: a schema's property order is the output's order."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -70,6 +70,9 @@ class Episode:
     tools: Optional[list[dict[str, Any]]]
     offered: list[dict[str, Any]]
     """The functions the model has been shown so far (the constraint's functions)."""
+    constraint: tuple[Optional[str], Optional[str]] = (None, None)
+    """(Lark grammar, native call schema) of every step until more functions are offered: built
+    when the offer changes, not per step."""
     turn: int = 0
     steps_in_turn: int = 0
     model_calls: int = 0
@@ -113,8 +116,22 @@ def start(case: Case, classes: dict[str, type], loop: Loop) -> Episode:
     chat = [] if loop.native else [{"role": "system", "content": case.system}]
     tools = loop.texts.functions_with_hint(case.functions) if loop.native else None
     episode = Episode(case, environment, chat, tools, list(case.functions))
+    episode.constraint = step_constraint(episode.offered, loop)
     _begin_turn(episode, loop)
     return episode
+
+
+def step_constraint(functions: list[dict[str, Any]], loop: Loop) -> tuple[Optional[str], Optional[str]]:
+    """A step's constraint over the offered functions: the call-list grammar (or `[]`) in prompt
+    mode; natively an offered function's name and an arguments object (the family's wrapper, up to
+    MAX_STEP_CALLS calls, or plain text that ends the turn); none when decoding freely."""
+    if not loop.constrained:
+        return None, None
+    if loop.native:
+        from inference.schemas import named_call_schema
+
+        return None, named_call_schema([f["name"] for f in functions])
+    return call_grammar(functions, MAX_STEP_CALLS), None
 
 
 def _begin_turn(episode: Episode, loop: Loop) -> None:
@@ -124,6 +141,7 @@ def _begin_turn(episode: Episode, loop: Loop) -> None:
     if held is not None:
         messages = [{"role": "user", "content": loop.texts.held_out(held)}]
         episode.offered += held
+        episode.constraint = step_constraint(episode.offered, loop)
     if turn == 0 and messages and messages[0]["role"] == "system" and episode.chat:
         episode.chat[0]["content"] += "\n\n" + messages.pop(0)["content"]  # BFCL's prompt, then the case's own
     episode.chat += messages
@@ -153,23 +171,12 @@ def _request(episode: Episode, render: Callable[..., Any], loop: Loop) -> Option
         episode.end, episode.failure = TOO_LONG, TOO_LONG  # BFCL's request fails: the entry is an error
         episode.error = f"the prompt ({len(rendered.token_ids)} tokens) leaves no room for {loop.max_new_tokens} new tokens"
         return None
-    grammar = call_grammar(episode.offered, MAX_STEP_CALLS) if loop.constrained and not loop.native else None
-    schema = native_schema(episode.offered) if loop.constrained and loop.native else None
+    grammar, schema = episode.constraint
     return Request(sample_id=f"{episode.case.sample_id}@{episode.model_calls}", prompt=rendered.prompt,
                    prompt_token_ids=rendered.token_ids, schema_json=schema, grammar=grammar,
                    call_format=NATIVE_FAMILY if schema else None, max_calls=MAX_STEP_CALLS,
                    calls_optional=schema is not None, sample_index=episode.case.sample_index,
                    chat_json=rendered.chat_json)
-
-
-def native_schema(functions: list[dict[str, Any]]) -> str:
-    """A native step's call under a constraint: an offered function's name and an arguments object
-    (the family's wrapper, up to MAX_STEP_CALLS calls, or plain text that ends the turn)."""
-    from inference.schemas import compact_json
-
-    return compact_json({"type": "object", "properties": {"name": {"enum": [f["name"] for f in functions]},
-                                                          "arguments": {"type": "object"}},
-                         "required": ["name", "arguments"], "additionalProperties": False})
 
 
 def absorb(episode: Episode, generation: Generation, prompt_count: int, loop: Loop) -> None:

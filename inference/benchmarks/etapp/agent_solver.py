@@ -136,15 +136,13 @@ def agent_grammar(constraint: str, world: Context, parser: str | None, generator
     if constraint == "none":
         return Grammar(False, call_format=family, read_fc=read, reasoning=reasoning)
     from .agent_text import react_grammar_regex
-    from inference.schemas import compact_json
+    from inference.schemas import named_call_schema
     from inference.toolcalls import call_format
 
     names = list(world.toolkit)
     args_key = call_format(family).args_key  # checks.unused_options refused a family without a grammar
-    schema = {"type": "object", "properties": {"name": {"enum": names}, args_key: {"type": "object"}},
-              "required": ["name", args_key], "additionalProperties": False}
     # Unbounded parts: max_new_tokens bounds them, and a bound grows a DFA backend's automaton.
-    return Grammar(True, compact_json(schema), react_regex=react_grammar_regex(names, None, None, None),
+    return Grammar(True, named_call_schema(names, args_key), react_regex=react_grammar_regex(names, None, None, None),
                    call_format=family, read_fc=read, reasoning=reasoning)
 
 
