@@ -207,12 +207,17 @@ def format_agreement(table: pl.DataFrame) -> str:
     return markdown_table(*agreement_cells(table))
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-agreement") -> int:
+def build_parser(prog: str = "toolsweep-agreement") -> argparse.ArgumentParser:
+    """The parser of `toolsweep agreement`."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path, help="run or sweep judged by judge A")
     parser.add_argument("b", type=Path, help="the same trajectories judged by judge B")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: B/agreement_vs_<A's name>)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-agreement") -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         table, ranked, warnings = compare_judges(args.a, args.b)
     except GradingError as exc:

@@ -266,14 +266,19 @@ def write_comparison(comparison: pl.DataFrame, flips: pl.DataFrame, out_dir: Pat
             write_compare_report(comparison, flips, out_dir, run_a, run_b)]
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-compare") -> int:
-    """Console entry point: compare two runs, write the tables, print the Markdown table."""
+def build_parser(prog: str = "toolsweep-compare") -> argparse.ArgumentParser:
+    """The parser of `toolsweep compare`."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("run_a", type=Path, help="baseline run dir (or sweep job dir)")
     parser.add_argument("run_b", type=Path, help="run dir compared against RUN_A")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: RUN_B/compare_vs_<name of RUN_A>)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-compare") -> int:
+    """Console entry point: compare two runs, write the tables, print the Markdown table."""
+    args = build_parser(prog).parse_args(argv)
     try:
         samples_a = pl.read_parquet(samples_file(args.run_a))
         samples_b = pl.read_parquet(samples_file(args.run_b))

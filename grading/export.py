@@ -169,8 +169,8 @@ def _dig(facts: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-export") -> None:
-    """`toolsweep export SWEEP_OR_RUN --to TRACKER [destination options]`."""
+def build_parser(prog: str = "toolsweep-export") -> argparse.ArgumentParser:
+    """The parser of `toolsweep export`."""
     parser = argparse.ArgumentParser(
         prog=prog, description="Write a sweep's (or a run's) metrics into an experiment tracker, "
         "offline, at each checkpoint's training step; a second export replaces the first.")
@@ -181,7 +181,12 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-export") -> None:
     parser.add_argument("--project", default="toolsweep", help="W&B project, MLflow experiment or Trackio project")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///PATH/mlflow.db)")
     parser.add_argument("--run-id", help="W&B or MLflow: your existing (training) run to add the points to")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-export") -> None:
+    """`toolsweep export SWEEP_OR_RUN --to TRACKER [destination options]`."""
+    args = build_parser(prog).parse_args(argv)
     try:
         options = {"destination": args.dir, "project": args.project, "tracking_uri": args.tracking_uri,
                    "run_id": args.run_id}

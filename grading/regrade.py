@@ -49,11 +49,16 @@ def regrade_sweep(sweep_dir: Path, refresh: Optional[Refresh] = None) -> list[Pa
     return write_leaderboard(sweep_dir)
 
 
-def main(argv: list[str] | None = None, refresh: Optional[Refresh] = None, prog: str = "toolsweep-grade") -> int:
-    """Console entry point: re-grade a run dir or a sweep dir and print the result."""
+def build_parser(prog: str = "toolsweep-grade") -> argparse.ArgumentParser:
+    """The parser of `toolsweep grade`."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a run dir (with samples.parquet) or a sweep dir")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, refresh: Optional[Refresh] = None, prog: str = "toolsweep-grade") -> int:
+    """Console entry point: re-grade a run dir or a sweep dir and print the result."""
+    args = build_parser(prog).parse_args(argv)
     try:
         print(_regrade(args.run_dir, refresh))
     except GradingError as exc:

@@ -44,7 +44,8 @@ def write_predictions(predictions: pl.DataFrame, path: Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
+def build_parser(prog: str = "toolsweep-gold") -> argparse.ArgumentParser:
+    """The parser of `toolsweep gold` (it names the benchmarks; it loads none)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("dataset_path", type=Path, help="benchmark file or folder")
     parser.add_argument("out", type=Path, help="predictions file to write (.jsonl or .parquet)")
@@ -62,6 +63,11 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
     parser.add_argument("--history-seed", type=int, default=0, help="its dataset.history_seed")
     parser.add_argument("--tool-parser", choices=sorted(CALL_FORMATS), default=DEFAULT_PARSER,
                         help="native format: the family whose call format to write (default hermes)")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-gold") -> None:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     try:
         benchmark = get_benchmark(args.dataset)

@@ -173,11 +173,16 @@ def _write_merged(samples: pl.DataFrame, jobs: list[Job], facts: list[dict[str, 
     write_run_json(target, merged)
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-merge") -> int:
-    """`toolsweep merge SWEEP_DIR`: join a sharded run's parts into SWEEP_DIR/merged."""
+def build_parser(prog: str = "toolsweep-merge") -> argparse.ArgumentParser:
+    """The parser of `toolsweep merge` (described by main's docstring)."""
     parser = argparse.ArgumentParser(prog=prog, description=main.__doc__)
     parser.add_argument("sweep_dir", type=Path, help="the sweep dir of a -m dataset.shards=N dataset.shard=range(N) run")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-merge") -> int:
+    """`toolsweep merge SWEEP_DIR`: join a sharded run's parts into SWEEP_DIR/merged."""
+    args = build_parser(prog).parse_args(argv)
     try:
         target = merge_shards(args.sweep_dir)
     except (ToolsweepError, GradingError) as exc:

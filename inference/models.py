@@ -143,8 +143,8 @@ def _publish(model, tokenizer, target: Path) -> None:
     tmp.rename(target)
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-prepare-model") -> None:
-    """`toolsweep prepare-model`: build the embedded model folder and print its path."""
+def build_parser(prog: str = "toolsweep-prepare-model") -> argparse.ArgumentParser:
+    """The parser of `toolsweep prepare-model` (building it builds no model)."""
     parser = argparse.ArgumentParser(prog=prog, description=prepare_embedded_model.__doc__)
     parser.add_argument("--target", type=Path, default=None, help="folder to write (default: cache)")
     parser.add_argument("--force", action="store_true", help="convert again even if present")
@@ -152,7 +152,12 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-prepare-model") -
                         help="build a seeded random 2-layer model instead (for pipeline checks: its "
                              "answers are noise); default target: cache/models/" + TINY_NAME)
     parser.add_argument("--seed", type=int, default=0, help="--tiny: the initialisation seed")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-prepare-model") -> None:
+    """`toolsweep prepare-model`: build the embedded model folder and print its path."""
+    args = build_parser(prog).parse_args(argv)
     if args.tiny:
         print(prepare_tiny_model(args.target or cache_root() / "models" / TINY_NAME, args.seed))
     else:

@@ -152,9 +152,8 @@ def rejudge(run_dir: Path, overrides: list[str], out: Path | None = None) -> dic
         return evaluate(cfg, benchmark, target, data, start=start)
 
 
-def main(argv: list[str] | None = None, prog: str = "toolsweep-judge") -> None:
-    from inference import console
-
+def build_parser(prog: str = "toolsweep-judge") -> argparse.ArgumentParser:
+    """The parser of `toolsweep judge`."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))
@@ -163,7 +162,13 @@ def main(argv: list[str] | None = None, prog: str = "toolsweep-judge") -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, help="the new run dir (default: RUN_DIR-judged, -judged-2, ...)")
     where.add_argument("--overwrite", action="store_true", help="rewrite RUN_DIR itself")
-    args = parser.parse_intermixed_args(argv)  # options before, between or after the overrides
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "toolsweep-judge") -> None:
+    from inference import console
+
+    args = build_parser(prog).parse_intermixed_args(argv)  # options before, between or after the overrides
     console.setup(verbose=False, quiet=False)
     out = None if args.overwrite else (args.out or judged_dir(args.run_dir))
     try:

@@ -50,13 +50,18 @@ def checkpoint_dirs(root: Path, pattern: str = "checkpoint-*") -> list[Path]:
     return sorted(found, key=lambda p: (checkpoint_step(p) is None, checkpoint_step(p) or 0, p.name))
 
 
-def main_checkpoints(argv: list[str] | None = None, prog: str = "toolsweep-checkpoints") -> None:
-    """`toolsweep checkpoints DIR`: print the checkpoint folders as a Hydra sweep list."""
+def checkpoints_parser(prog: str = "toolsweep-checkpoints") -> argparse.ArgumentParser:
+    """The parser of `toolsweep checkpoints`."""
     parser = argparse.ArgumentParser(prog=prog, description="List a training run's checkpoints for "
                                      "`toolsweep -m model.path=$(toolsweep checkpoints DIR)`.")
     parser.add_argument("root", type=Path)
     parser.add_argument("--pattern", default="checkpoint-*", help="glob under ROOT (default checkpoint-*)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main_checkpoints(argv: list[str] | None = None, prog: str = "toolsweep-checkpoints") -> None:
+    """`toolsweep checkpoints DIR`: print the checkpoint folders as a Hydra sweep list."""
+    args = checkpoints_parser(prog).parse_args(argv)
     print(",".join(str(p.resolve()) for p in checkpoint_dirs(args.root, args.pattern)))
 
 

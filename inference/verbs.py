@@ -5,7 +5,8 @@ Hydra; each other verb is one entry point with its own `--help` and one error st
 (`toolsweep VERB: error: ...`, exit 2). The commands of earlier releases (`toolsweep-grade`,
 `toolsweep-compare`, ...) still run the same verb and say that they are aliases.
 
-This module imports nothing heavy: a verb's module is imported when that verb runs.
+This module imports nothing heavy: a verb's module is imported when that verb runs or its parser
+is built (for the command reference and the docs check).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 RUN = "run"
@@ -26,27 +27,48 @@ class Verb:
     name: str
     target: str
     """`module:function`, called as function(argv, prog=...); empty for `run` (Hydra's app)."""
+    parser_target: str
+    """`module:function`, called as function(prog): the argparse parser the verb's main parses with
+    (for `run`, Hydra's), built without importing anything heavy or doing any of the verb's work."""
     summary: str
 
     def entry(self) -> Callable[..., int | None]:
         """The verb's main (imported now: only the verb that runs pays for its imports)."""
-        module, _, function = self.target.partition(":")
-        return getattr(importlib.import_module(module), function)
+        return _imported(self.target)
+
+    def build_parser(self, prog: str) -> argparse.ArgumentParser:
+        """The verb's parser, named `prog`, as its main builds it."""
+        return _imported(self.parser_target)(prog)
+
+
+def _imported(target: str) -> Callable[..., Any]:
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 VERBS: tuple[Verb, ...] = (
-    Verb(RUN, "", "evaluate (the default verb): toolsweep [run] key=value ...; -m for a sweep"),
-    Verb("grade", "inference.regrade:main", "re-grade a finished run or sweep from its samples (no model)"),
-    Verb("judge", "inference.rejudge:main", "re-run a run's judge from its stored agent trajectories"),
-    Verb("compare", "grading.compare:main", "paired comparison of two runs: CIs, McNemar's test, flips"),
-    Verb("agreement", "grading.agreement:main", "two judges held against each other on the same episodes"),
-    Verb("merge", "inference.merge:main", "merge a sharded run's parts into one run"),
-    Verb("gold", "inference.gold:main", "write a benchmark's gold answers as replay predictions"),
-    Verb("checkpoints", "inference.sweep:main_checkpoints", "a training run's checkpoints as a sweep list"),
-    Verb("export", "grading.export:main", "write a sweep's metrics into an experiment tracker"),
-    Verb("prepare-model", "inference.models:main", "unpack the embedded model into a model folder"),
-    Verb("ls", "inference.verbs:list_names", "list what can be named: datasets, benchmarks, solvers, scorers, "
-                                            "engines, launchers"),
+    Verb(RUN, "", "inference.verbs:hydra_parser",
+         "evaluate (the default verb): toolsweep [run] key=value ...; -m for a sweep"),
+    Verb("grade", "inference.regrade:main", "grading.regrade:build_parser",
+         "re-grade a finished run or sweep from its samples (no model)"),
+    Verb("judge", "inference.rejudge:main", "inference.rejudge:build_parser",
+         "re-run a run's judge from its stored agent trajectories"),
+    Verb("compare", "grading.compare:main", "grading.compare:build_parser",
+         "paired comparison of two runs: CIs, McNemar's test, flips"),
+    Verb("agreement", "grading.agreement:main", "grading.agreement:build_parser",
+         "two judges held against each other on the same episodes"),
+    Verb("merge", "inference.merge:main", "inference.merge:build_parser",
+         "merge a sharded run's parts into one run"),
+    Verb("gold", "inference.gold:main", "inference.gold:build_parser",
+         "write a benchmark's gold answers as replay predictions"),
+    Verb("checkpoints", "inference.sweep:main_checkpoints", "inference.sweep:checkpoints_parser",
+         "a training run's checkpoints as a sweep list"),
+    Verb("export", "grading.export:main", "grading.export:build_parser",
+         "write a sweep's metrics into an experiment tracker"),
+    Verb("prepare-model", "inference.models:main", "inference.models:build_parser",
+         "unpack the embedded model into a model folder"),
+    Verb("ls", "inference.verbs:list_names", "inference.verbs:list_parser",
+         "list what can be named: datasets, benchmarks, solvers, scorers, engines, launchers"),
 )
 ALIAS_PREFIX = "toolsweep-"
 
@@ -78,53 +100,30 @@ def alias_main() -> None:
     sys.exit(verb.entry()(sys.argv[1:], prog=f"{ALIAS_PREFIX}{name}") or 0)
 
 
-class _ParserBuilt(Exception):
-    """Raised in place of parsing: carries the parser a verb's main built."""
-
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        super().__init__(parser.prog)
-        self.parser = parser
-
-
 def verb_parser(name: str) -> argparse.ArgumentParser:
     """The argparse parser of verb `name` as its main builds it, without running the verb (for the
     generated command reference and the docs check). `run` is Hydra's own parser."""
     verb = verb_named(name)
     if verb is None:
         raise KeyError(f"no verb {name!r}; the verbs are {[v.name for v in VERBS]}")
-    if verb.name == RUN:
-        from hydra._internal.utils import get_args_parser
+    return verb.build_parser(f"toolsweep {verb.name}")
 
-        parser = get_args_parser()
-        parser.prog = f"toolsweep {RUN}"
-        for action in parser._actions:  # Hydra's lazy help texts, as argparse's formatter needs them
-            action.help = None if action.help is None else str(action.help)
-        return parser
-    main = verb.entry()
 
-    def built(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        raise _ParserBuilt(self)
+def hydra_parser(prog: str = f"toolsweep {RUN}") -> argparse.ArgumentParser:
+    """Hydra's own parser (the one `run` parses with), named `prog`."""
+    from hydra._internal.utils import get_args_parser
 
-    # every main parses right after building its parser; parse_args and parse_intermixed_args
-    # both go through parse_known_args, so stopping there runs nothing of the verb
-    real = argparse.ArgumentParser.parse_known_args
-    argparse.ArgumentParser.parse_known_args = built  # type: ignore[method-assign]
-    try:
-        main([], prog=f"toolsweep {verb.name}")
-    except _ParserBuilt as done:
-        return done.parser
-    finally:
-        argparse.ArgumentParser.parse_known_args = real  # type: ignore[method-assign]
-    raise RuntimeError(f"toolsweep {verb.name}: its main returned without parsing arguments")
+    parser = get_args_parser()
+    parser.prog = prog
+    for action in parser._actions:  # Hydra's lazy help texts, as argparse's formatter needs them
+        action.help = None if action.help is None else str(action.help)
+    return parser
 
 
 def list_names(argv: Sequence[str] | None = None, prog: str = "toolsweep ls") -> int:
     """`toolsweep ls [KIND]`: every name a user can give, one line each."""
-    kinds = _listings()
-    parser = argparse.ArgumentParser(prog=prog, description=list_names.__doc__)
-    parser.add_argument("kind", nargs="?", choices=list(kinds), help="list only this kind")
-    args = parser.parse_args(argv)
-    for kind, (how, lister) in kinds.items():
+    args = list_parser(prog).parse_args(argv)
+    for kind, (how, lister) in _listings().items():
         if args.kind not in (None, kind):
             continue
         print(f"{kind} ({how}):")
@@ -133,6 +132,13 @@ def list_names(argv: Sequence[str] | None = None, prog: str = "toolsweep ls") ->
         for name, line in rows:
             print(f"  {name:<{width}}  {line}")
     return 0
+
+
+def list_parser(prog: str = "toolsweep ls") -> argparse.ArgumentParser:
+    """The parser of `toolsweep ls` (naming the kinds lists nothing)."""
+    parser = argparse.ArgumentParser(prog=prog, description=list_names.__doc__)
+    parser.add_argument("kind", nargs="?", choices=list(_listings()), help="list only this kind")
+    return parser
 
 
 def _listings() -> dict[str, tuple[str, Callable[[], list[tuple[str, str]]]]]:
