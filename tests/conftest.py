@@ -157,9 +157,9 @@ def pytest_collection_modifyitems(config, items):
     items[:] = dealt(long, quick, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
-SHARED_SERVERS = ("vllm_server",)
-"""Module fixtures that start a server: every test using one goes to the same worker, so the
-server starts once (a module-scoped fixture starts again in every worker that runs its tests)."""
+SHARED_SERVERS = ("vllm_server", "judge_server")
+"""Module fixtures that start a server: every test using any of them goes to the same worker, so
+each server starts once (a module-scoped fixture starts again in every worker that runs its tests)."""
 
 
 def dealt(long: list, quick: list, workers: int) -> list:
@@ -168,8 +168,8 @@ def dealt(long: list, quick: list, workers: int) -> list:
     size = -(-(len(long) + len(quick)) // workers)
     groups: dict[str, list] = {}
     for item in long:
-        server = next((name for name in SHARED_SERVERS if name in getattr(item, "fixturenames", ())), None)
-        groups.setdefault(server or item.nodeid, []).append(item)
+        shares_a_server = any(name in getattr(item, "fixturenames", ()) for name in SHARED_SERVERS)
+        groups.setdefault("servers" if shares_a_server else item.nodeid, []).append(item)
     shares: list[list] = [[] for _ in range(workers)]
     for group in groups.values():
         min(shares, key=len).extend(group)

@@ -17,7 +17,10 @@ Decoding: max_tokens, temperature, seed (`request_seed`; top_p where decoding ha
 applies the constraint: a JSON-schema answer (a judge's; a single-call answer in the benchmark's
 format) goes as `response_format: {"type": "json_schema", ...}`, the schema bounded as the in-process
 backend named by decoding.constraint bounds it; native tool calls (prompt.format=native) as
-`tool_choice: "required"`, constrained by the server to the request's tools. An agent turn's grammar
+`tool_choice: "required"` with each tool `strict`, so that the server holds the call to the request's
+tools and its arguments to the tool's schema, as the in-process grammar does (a vLLM server needs a
+structured-output backend that forces calls, xgrammar or guidance: its outlines backend fails such a
+request, and the error row names the server option). An agent turn's grammar
 (one ReAct step as a regex, text-or-calls) has no chat-completions form: validation refuses it
 (`decoding.constraint=none` is the fix) and a request that still carries one is an error row.
 
@@ -65,6 +68,14 @@ class UnsupportedConstraint(EngineError):
     """A request whose grammar a chat-completions server cannot apply."""
 
 
+FORCED_CALL_HINT = ("a forced tool call (tool_choice=required) failed; a server whose structured-output backend "
+                    "cannot force calls fails it (vLLM's outlines backend answers 500): start vLLM with "
+                    "--structured-outputs-config '{\"backend\": \"xgrammar\"}' (or guidance), or set "
+                    "decoding.constraint=none. The server said: ")
+"""Leads the error row of a forced-call request the server failed: the server's own answer (vLLM's
+is a bare "Internal server error") does not say which of its options fixes it."""
+
+
 class ChatEngine:
     """Chats to `{engine.base_url}/chat/completions`, `engine.concurrency` at a time."""
 
@@ -96,12 +107,17 @@ class ChatEngine:
             return list(progress(done, "generating", len(requests), "prompt"))
 
     def _one(self, request: Request) -> Generation:
+        body: dict[str, Any] = {}
         try:
-            answer = _call(self._base, "/chat/completions", self._body(request), self._key, self._timeout,
-                           self._retries)
+            body = self._body(request)
+            answer = _call(self._base, "/chat/completions", body, self._key, self._timeout, self._retries)
             return self._read(request, answer)
-        except EngineError as exc:
+        except UnsupportedConstraint as exc:
             return Generation(request.sample_id, None, "error", error=f"engine_error: {exc}"[:500])
+        except EngineError as exc:
+            hint = FORCED_CALL_HINT if body.get("tool_choice") == "required" else ""
+            # the hint first: the server's own message may be long, and the row keeps 500 characters
+            return Generation(request.sample_id, None, "error", error=f"engine_error: {hint}{exc}"[:500])
 
     def _body(self, request: Request) -> dict[str, Any]:
         if request.chat_json is None:
@@ -138,7 +154,8 @@ class ChatEngine:
             if not tools:
                 raise UnsupportedConstraint("a native tool-call constraint needs the chat's tools, and this chat has "
                                             "none; set decoding.constraint=none")
-            return {"tool_choice": "required", **({"parallel_tool_calls": False} if request.max_calls == 1 else {})}
+            forced = {"tool_choice": "required", "tools": [_strict(t) for t in tools]}
+            return {**forced, **({"parallel_tool_calls": False} if request.max_calls == 1 else {})}
         schema = json.loads(backend_schema(request.schema_json, self.constraint))
         return {"response_format": {"type": "json_schema",
                                     "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
@@ -220,6 +237,17 @@ def _split_calls(text: str, fmt: CallFormat) -> tuple[str, list[dict[str, Any]]]
     if not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls):
         return text, []
     return text[:text.find(fmt.prefix)].rstrip("\n") if calls else text, calls
+
+
+def _strict(tool: dict[str, Any]) -> dict[str, Any]:
+    """The tool with `strict: true`: a server then holds a forced call's arguments to the tool's
+    parameter schema (vLLM pins argument schemas only for strict tools, or under its
+    --tool-strict-level parameter), as the in-process grammar does; without it only the call's
+    envelope and name are forced."""
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        return tool
+    return {**tool, "function": {**function, "strict": True}}
 
 
 def _standard_tool(tool: dict[str, Any]) -> dict[str, Any]:

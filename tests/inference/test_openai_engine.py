@@ -8,6 +8,7 @@ outputs holds for noise as it does for a trained model, at a tenth of the start-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 
 import polars as pl
 import pytest
@@ -32,7 +34,10 @@ from tests.inference.test_end_to_end import run_toolsweep
 
 KEY = secrets.token_urlsafe(24)
 """The server's API key: a fresh secret per test session, so finding it in a run dir means it leaked."""
+JUDGE_KEY = secrets.token_urlsafe(24)
+"""The judge server's key: a request of the agent's sent there (or the judge's to the agent's) is refused."""
 CHAT_KEY_ENV = "TOOLSWEEP_TEST_CHAT_KEY"
+JUDGE_KEY_ENV = "TOOLSWEEP_TEST_JUDGE_KEY"
 
 
 def _free_port() -> int:
@@ -41,17 +46,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def vllm_server(tiny_model, scratch_env, tmp_path_factory):
+@contextlib.contextmanager
+def _serve(model: Path, key: str, structured: dict, log: Path, env: dict[str, str]) -> Iterator[str]:
     """`vllm serve` (its module entry point: the CPU wheel's `vllm` script cannot find its own
-    version) with the tiny model, float32, outlines, an API key, Hermes tool calls for the chat
-    path; stopped after the tests."""
-    port, log = _free_port(), tmp_path_factory.mktemp("server") / "server.log"
-    env = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}", **scratch_env}
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
+    version) with `model`, float32, this structured-output config, this API key, Hermes tool calls
+    for the chat path; yields its /v1 URL, stopped after."""
+    port = _free_port()
+    env = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}", **env}
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--kv-cache-memory-bytes", str(2**26),
                "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager", "--seed", "0",
-               "--structured-outputs-config", '{"backend": "outlines"}', "--api-key", KEY,
+               "--structured-outputs-config", json.dumps(structured), "--api-key", key,
                "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                *(["--gpu-memory-utilization", GPU_SHARE["TOOLSWEEP_GPU_MEMORY_UTILIZATION"]] if GPU_SHARE else [])]
     with open(log, "wb") as out:
@@ -64,13 +69,54 @@ def vllm_server(tiny_model, scratch_env, tmp_path_factory):
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                     break
             except OSError:
-                time.sleep(2)
+                time.sleep(1)
         else:
             pytest.fail("vllm server did not become healthy in 900 s")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
+
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_model, scratch_env, tmp_path_factory):
+    """The tiny model behind an outlines server (the backend toolsweep's default constraint names)."""
+    with _serve(tiny_model, KEY, {"backend": "outlines"}, tmp_path_factory.mktemp("server") / "server.log",
+                scratch_env) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def judge_model(tmp_path_factory, embedded_model) -> Path:
+    """A second tiny model (another seed): the judge of the two-server run, its answers not the agent's."""
+    from inference.models import prepare_tiny_model
+
+    return prepare_tiny_model(tmp_path_factory.mktemp("judge_model") / "tiny-judge", seed=1)
+
+
+@pytest.fixture(scope="module")
+def judge_server(judge_model, scratch_env, tmp_path_factory):
+    """The second model behind a server of its own (its own port and key) whose xgrammar backend
+    forces tool calls; no free whitespace in constrained JSON, so that the tiny model's noise, held
+    to a schema, ends within a short answer."""
+    with _serve(judge_model, JUDGE_KEY, {"backend": "xgrammar", "disable_any_whitespace": True},
+                tmp_path_factory.mktemp("judge_server") / "server.log", scratch_env) as url:
+        yield url
+
+
+def _served(base_url: str) -> dict[str, float]:
+    """What the server has answered so far (its Prometheus counters): finished requests and prompt tokens."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    totals = {"requests": 0.0, "prompt_tokens": 0.0}
+    for line in text.splitlines():
+        name = line.split("{")[0].split(" ")[0]
+        if name == "vllm:request_success_total":
+            totals["requests"] += float(line.rsplit(" ", 1)[1])
+        elif name == "vllm:prompt_tokens_total":
+            totals["prompt_tokens"] += float(line.rsplit(" ", 1)[1])
+    return totals
 
 
 @pytest.mark.vllm
@@ -206,8 +252,9 @@ def test_etapp_judge_behind_the_server_scores_as_the_in_process_judge(tmp_path, 
     assert facts["roles"]["judge"]["engine"] == "openai" and KEY not in json.dumps(facts)
 
 
-# engine=chat: ETAPP's agent (fc and react, free decoding as upstream) and its judge through
-# /v1/chat/completions, against the same agent and judge in-process. One user, one instruction, two
+# engine=chat, as the ETAPP paper runs it: the agent (fc and react, free decoding as upstream) on one
+# server, the judge on another (a second model, its own port and key), both through
+# /v1/chat/completions, against the same two models in-process. One user, one instruction, two
 # turns, short answers; the judge decodes freely (upstream's protocol). The agent's chat engine
 # renders locally too (its chats adapted to the tiny template: the tool block in the system turn),
 # the judge's is remote-only (engine.local_template=false: its counts are the server's usage).
@@ -219,33 +266,41 @@ ETAPP_SLICE = ["dataset=etapp", "dataset.users=[James_Harrington]", "dataset.ins
                "dataset.judge_retries=0", "roles.judge.engine.cache=false"]
 
 
-def _chat_overrides(server: str) -> list[str]:
-    return ["engine=chat", f"engine.base_url={server}", f"engine.api_key_env={CHAT_KEY_ENV}",
-            "engine@roles.judge.engine=chat", f"roles.judge.engine.base_url={server}",
-            f"roles.judge.engine.api_key_env={CHAT_KEY_ENV}", "roles.judge.engine.local_template=false"]
+def _chat_overrides(agent_server: str, judge_server: str) -> list[str]:
+    return ["engine=chat", f"engine.base_url={agent_server}", f"engine.api_key_env={CHAT_KEY_ENV}",
+            "engine@roles.judge.engine=chat", f"roles.judge.engine.base_url={judge_server}",
+            f"roles.judge.engine.api_key_env={JUDGE_KEY_ENV}", "roles.judge.engine.local_template=false"]
 
 
 @pytest.fixture(scope="module")
-def etapp_chat_runs(tmp_path_factory, vllm_server, tiny_model, scratch_env, etapp_data) -> tuple[Path, Path]:
-    """(the in-process run dir, the chat-engine run dir) of one ETAPP slice."""
+def etapp_chat_runs(tmp_path_factory, vllm_server, judge_server, tiny_model, judge_model, scratch_env,
+                    etapp_data) -> tuple[Path, Path, dict[str, dict[str, float]]]:
+    """(the in-process run dir, the chat-engine run dir, what each server answered during the chat
+    run: {"agent": ..., "judge": ...}) of one ETAPP slice."""
     root = tmp_path_factory.mktemp("etapp_chat")
     common = [*ETAPP_SLICE, f"dataset.path={etapp_data}", f"model.path={tiny_model}",
-              f"roles.judge.model.path={tiny_model}"]
+              f"roles.judge.model.path={judge_model}"]
     local = run_toolsweep(root / "local", [*common, "engine.cpu_kvcache_gib=0.0625",
                                            "roles.judge.engine.cpu_kvcache_gib=0.0625"], env=scratch_env)
     assert local.returncode == 0, local.stderr[-3000:]
     env = {k: v for k, v in scratch_env.items() if k != "OPENAI_API_KEY"}
-    remote = run_toolsweep(root / "remote", [*common, *_chat_overrides(vllm_server)], env={**env, CHAT_KEY_ENV: KEY})
+    servers = {"agent": vllm_server, "judge": judge_server}
+    before = {role: _served(url) for role, url in servers.items()}
+    remote = run_toolsweep(root / "remote", [*common, *_chat_overrides(vllm_server, judge_server)],
+                           env={**env, CHAT_KEY_ENV: KEY, JUDGE_KEY_ENV: JUDGE_KEY})
     assert remote.returncode == 0, remote.stderr[-3000:]
-    return root / "local", root / "remote"
+    after = {role: _served(url) for role, url in servers.items()}
+    answered = {role: {k: after[role][k] - before[role][k] for k in after[role]} for role in servers}
+    return root / "local", root / "remote", answered
 
 
 @pytest.mark.vllm
 @pytest.mark.shared_data
-def test_chat_engine_runs_etapp_agent_and_judge_as_the_in_process_engine(etapp_chat_runs):
+def test_chat_engine_runs_etapp_agent_and_judge_on_two_servers_as_the_in_process_engine(etapp_chat_runs):
     """Same trajectories (fc and react), same judge answers and scores, same token counts (the
-    server's `usage` for the remote-only judge equals the local count), and the key written nowhere."""
-    local, remote = etapp_chat_runs
+    server's `usage` for the remote-only judge equals the local count), each role's requests
+    answered by its own server only, and the keys written nowhere."""
+    local, remote, answered = etapp_chat_runs
     steps = ["sample_id", "index", "turn", "role", "content", "tool_calls", "finish_reason", "prompt_tokens",
              "output_tokens"]
     trajectories = pl.read_parquet(local / "trajectories.parquet").sort("sample_id", "index").select(steps)
@@ -265,19 +320,27 @@ def test_chat_engine_runs_etapp_agent_and_judge_as_the_in_process_engine(etapp_c
         assert facts[remote]["roles"][role]["engine"] == "chat"
         for count in ("prompt_tokens", "output_tokens"):
             assert facts[remote]["roles"][role][count] == facts[local]["roles"][role][count] > 0, (role, count)
-    # The API key: the server refuses requests without it, so the chat run used it; no file under
-    # its run dir (config dumps, .hydra/, run.json, run.log, parts, tables) holds it. (One test with
-    # the equality above, so the two runs are made once: xdist gives each test its own worker.)
+    # Each role reached only its server: the agent's server answered the agent's model calls and
+    # counted its prompt tokens, the judge's server the judge's (the two keys differ, so a request
+    # sent to the other server would have been refused, an error row the equalities above exclude).
+    agent_calls = pl.read_parquet(remote / "samples.parquet")["model_calls"].sum()
+    assert answered["agent"] == {"requests": agent_calls, "prompt_tokens": facts[remote]["roles"]["model"]["prompt_tokens"]}
+    assert answered["judge"] == {"requests": remote_judged["judge_attempts"].sum(),
+                                 "prompt_tokens": facts[remote]["roles"]["judge"]["prompt_tokens"]}
+    # The API keys: each server refuses requests without its key, so the chat run used both; no file
+    # under its run dir (config dumps, .hydra/, run.json, run.log, parts, tables) holds either. (One
+    # test with the equality above, so the two runs are made once: xdist gives each test its own worker.)
     files = [p for p in remote.rglob("*") if p.is_file()]
     assert {".hydra", "parts"} <= {p.parent.name for p in files} and any(p.name == "run.json" for p in files)
-    assert [str(p.relative_to(remote)) for p in files if KEY.encode() in p.read_bytes()] == []
+    assert [str(p.relative_to(remote)) for p in files
+            if KEY.encode() in p.read_bytes() or JUDGE_KEY.encode() in p.read_bytes()] == []
 
 
 def _chat_engine(base_url: str, constraint: str = "none", model: str | None = None, retries: int = 0,
-                 local_template: bool = True) -> "ChatEngine":
+                 local_template: bool = True, key: str = KEY, max_new_tokens: int = 48) -> "ChatEngine":
     from inference.engines.openai_chat import ChatEngine
 
-    return ChatEngine(base_url=base_url, api_key=KEY, model=model, constraint=constraint, max_new_tokens=48,
+    return ChatEngine(base_url=base_url, api_key=key, model=model, constraint=constraint, max_new_tokens=max_new_tokens,
                       temperature=0.0, seed=0, concurrency=2, timeout_s=60, retries=retries,
                       local_template=local_template)
 
@@ -297,7 +360,7 @@ def test_a_json_schema_reaches_the_server_and_native_calls_come_back_as_hermes_t
     """A JSON-schema answer is held to its schema by the server (response_format). A native call
     the server parsed (its tool_calls) is written as the Hermes block the callers read, recorded as
     native: the block is forced with vLLM's own regex field (the tiny model's noise calls nothing by
-    itself, and this server's outlines backend cannot force tool_choice=required)."""
+    itself; this server's outlines backend cannot force tool_choice=required: the next test)."""
     from inference.benchmarks.etapp.fc_reading import read_hermes
 
     schema = json.dumps({"type": "object", "properties": {"score": {"enum": [1, 2, 3]}}, "required": ["score"],
@@ -315,6 +378,36 @@ def test_a_json_schema_reaches_the_server_and_native_calls_come_back_as_hermes_t
     assert (called.output, called.finish_reason) == (block, "stop"), "the model's own text, written back"
     assert read_hermes(called.output) == ("", [{"name": "get_weather", "arguments": {"unit": "celsius"}}])
     assert json.loads(called.native_calls) == [{"name": "get_weather", "arguments": {"unit": "celsius"}}]
+
+
+@pytest.mark.vllm
+def test_a_constrained_native_call_is_forced_by_a_server_whose_backend_accepts_it(judge_server, judge_model,
+                                                                                  vllm_server):
+    """prompt.format=native under a constraint: `tool_choice: "required"` with strict tools. A server
+    whose backend forces calls (xgrammar) answers one call of an offered tool, its arguments held to
+    the tool's schema (the tiny model's noise, so only the constraint can have made it valid); the
+    outlines server fails the request, and the error row names the server option that fixes it."""
+    from transformers import AutoTokenizer
+
+    schema = json.dumps(WEATHER[0]["function"]["parameters"])
+    request = Request("n", "", (), schema, call_format="hermes", max_calls=1, chat_json=_chat("Weather?", WEATHER))
+    engine = _chat_engine(judge_server, "xgrammar", key=JUDGE_KEY, max_new_tokens=64)
+    body = engine._body(request)
+    assert body["tool_choice"] == "required" and body["parallel_tool_calls"] is False
+    assert [t["function"]["strict"] for t in body["tools"]] == [True], "arguments pinned to the tool's schema"
+    # JSON allows whitespace between any two tokens, and noise, offered it, picks whitespace for ever:
+    # whitespace-only tokens are biased away, so the answer ends; which call it is stays the constraint's
+    vocab = AutoTokenizer.from_pretrained(judge_model)
+    blank = {i: -100 for i in range(len(vocab)) if vocab.decode([i]) and not vocab.decode([i]).strip()}
+    forced = engine._read(request, _call(judge_server, "/chat/completions", {**body, "logit_bias": blank},
+                                         JUDGE_KEY, 60, 0))
+    assert forced.finish_reason == "stop" and forced.error is None, forced
+    [call] = json.loads(forced.native_calls)
+    assert call["name"] == "get_weather" and call["arguments"]["unit"] in ("celsius", "fahrenheit"), call
+    assert forced.output.startswith("<tool_call>\n") and forced.output.endswith("</tool_call>"), forced.output
+    [refused] = _chat_engine(vllm_server, "outlines").generate([request])
+    assert refused.finish_reason == "error" and "--structured-outputs-config" in refused.error, refused
+    assert "xgrammar" in refused.error and KEY not in refused.error
 
 
 @pytest.mark.vllm
