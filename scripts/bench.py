@@ -1,4 +1,4 @@
-"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop, warm workers against a process per job, BFCL's multi-turn loop.
+"""`make bench` (a developer tool, not installed): measure toolsweep against the paper's pipeline, grammar work, prompts, overhead, cache lookups, ETAPP's agent loop, warm workers against a process per job, BFCL's multi-turn loop, BFCL's own runner.
 
 Every figure goes to bench.json with its unit, the machine, package versions and the
 command. Short timings are medians of repeats; ratios come from runs made side by side
@@ -25,7 +25,7 @@ from inference.runinfo import git_commit, machine, package_versions
 
 REPO = Path(__file__).resolve().parent.parent
 GEMMA_TOKENIZER = "gemma-3-270m-tokenizer"
-ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race,warm,bfcl_multi_turn"
+ALL = "prompts,overhead,end_to_end,grammar,dtype,cache,etapp,race,warm,bfcl_multi_turn,peers"
 BFCL_MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 BFCL_CASES = 200
 """Cases per multi-turn category (the estimate of a whole run scales the slice to these)."""
@@ -162,6 +162,408 @@ def bench_bfcl_multi_turn(data: Path, bfcl_eval: Path, out: Path, cases: int) ->
                                        note="solve wall scaled from the slice to 800 cases"),
         }
     return result
+
+
+# ---------------------------------------------------------------- against BFCL's own runner
+PEERS_CATEGORY = "simple_python"
+PEERS_CASES = 4
+"""The first cases of PEERS_CATEGORY: the embedded model stops on its own in these four (at most 253
+new tokens); in cases 4, 6, 15 and 17 it was still generating after some 480 tokens (BFCL's cap is
+4096), which costs each arm minutes on a CPU. A GPU affords --peers-cases 20 and more."""
+PEERS_MAX_TOKENS = 4096
+"""BFCL's prompt-mode cap: min(4096, context - prompt - 2) new tokens; SmolLM2's 8K context leaves 4096."""
+PEERS_BFCL_MODEL = "Qwen/Qwen3-0.6B"
+"""BFCL's entry whose prompt handler (QwenHandler, prompt mode) writes ChatML as SmolLM2's template does."""
+PEERS_KV_CACHE_GIB = 2
+"""The CPU KV cache of every arm (conf/engine/vllm.yaml's cpu_kvcache_gib)."""
+# only BFCL's memory_vector backend imports these (multi-turn memory categories, never an AST run),
+# and they pull a second torch; its local-model handler loads the tokenizer with transformers, which
+# it declares only in its vLLM extra (bfcl_venv adds the project's version)
+BFCL_SKIPPED = ("sentence-transformers", "faiss-cpu")
+# qwen-agent (a requirement of BFCL's) imports it when bfcl starts, without declaring it
+BFCL_UNDECLARED = ("soundfile",)
+PEER_ARMS = {
+    "bfcl_generate": "bfcl generate --backend vllm --skip-server-setup against the bench's vllm serve, "
+                     "every case in flight at once (--num-threads = cases), BFCL's prompt handler of "
+                     f"{PEERS_BFCL_MODEL} (ChatML)",
+    "toolsweep_offline": "toolsweep engine=vllm (offline batch), decoding.constraint=none",
+    "toolsweep_server": "toolsweep engine=openai against the same vllm serve, engine.concurrency = cases",
+    "floor": "vllm.LLM(...).generate over toolsweep's prompt token ids, nothing else",
+}
+
+
+def compare_cases(reference: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """One arm's per-case values (outputs, token counts) against the reference arm's, case by case."""
+    shared = [case for case in reference if case in other]
+    differing = [case for case in shared if reference[case] != other[case]]
+    missing = sorted(set(reference) ^ set(other))
+    return {"equal": not differing and not missing, "compared": len(shared), "differing": differing,
+            "missing": missing}
+
+
+def divergence(reference: str, other: str) -> str:
+    """Where two greedy outputs of one prompt part, as far as their texts tell."""
+    if reference is None or other is None:
+        return "one arm has no output for this case (an error row)"
+    if reference.startswith(other) or other.startswith(reference):
+        return (f"one output is a prefix of the other ({len(reference)} vs {len(other)} characters): "
+                "a length cap or an early stop")
+    at = next(i for i, (a, b) in enumerate(zip(reference, other)) if a != b)
+    return f"first differ at character {at}: {reference[at:at + 20]!r} vs {other[at:at + 20]!r}"
+
+
+def arm_figures(generation_wall: float, command_wall: float, output_tokens: int, cases: int,
+                note: str) -> dict[str, Any]:
+    """One arm's walls and rates (rates over its generation wall)."""
+    return {"generation_wall": figure(generation_wall, "s", note=note),
+            "command_wall": figure(command_wall, "s"),
+            "output_tokens": figure(output_tokens, "tokens"),
+            "tokens_per_s": figure(output_tokens / generation_wall, "tokens/s"),
+            "cases_per_s": figure(cases / generation_wall, "cases/s")}
+
+
+def peer_ratios(arms: dict[str, dict[str, Any]], server_start: float) -> dict[str, Any]:
+    """toolsweep offline over each peer: generation walls (model load excluded) and whole commands."""
+    def wall(arm: str, kind: str = "generation_wall") -> float:
+        return arms[arm][kind]["value"]
+
+    ours, ours_command = wall("toolsweep_offline"), wall("toolsweep_offline", "command_wall")
+    over_bfcl, over_floor = ours / wall("bfcl_generate"), ours / wall("floor")
+    return {
+        "toolsweep_over_bfcl": figure(over_bfcl, "x", note="generation walls: toolsweep offline's generate phase "
+                                      "minus model load / bfcl generate's longest case latency (all cases in flight)"),
+        "toolsweep_over_floor": figure(over_floor, "x", note="generation walls: toolsweep offline's generate phase "
+                                       "minus model load / the floor's LLM.generate call"),
+        "toolsweep_server_over_bfcl": figure(wall("toolsweep_server") / wall("bfcl_generate"), "x",
+                                             note="both clients of the same server: toolsweep engine=openai's "
+                                             "generate phase / bfcl generate's longest case latency"),
+        "toolsweep_over_bfcl_command": figure(
+            ours_command / (wall("bfcl_generate", "command_wall") + server_start), "x",
+            note="whole commands: toolsweep offline's / (the server's start-up + bfcl generate's)"),
+        "toolsweep_over_floor_command": figure(ours_command / wall("floor", "command_wall"), "x",
+                                               note="whole commands: toolsweep offline's / the floor script's"),
+        "targets": {"toolsweep_over_floor_at_most_1.05": over_floor <= 1.05,
+                    "toolsweep_over_bfcl_at_most_1.0": over_bfcl <= 1.0},
+    }
+
+
+def bfcl_requirements(wheel: Path, added: list[str]) -> list[str]:
+    """The wheel's own requirements (no extras) less BFCL_SKIPPED, plus `added`."""
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = archive.read(name).decode()
+    wanted = []
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:") or "extra ==" in line:
+            continue
+        requirement = line.partition(":")[2].strip()
+        project = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]
+        if project.lower().replace("_", "-") not in BFCL_SKIPPED:
+            wanted.append(requirement)
+    return [*wanted, *added]
+
+
+def bfcl_venv(wheel: Path, root: Path) -> Path:
+    """A venv of BFCL's own (never the project's), made once per wheel: its `bfcl` command."""
+    from importlib.metadata import version
+
+    venv = root / f"bfcl-venv-{wheel.stem}"
+    bfcl, stamp = venv / "bin" / "bfcl", venv / ".installed"
+    wanted = bfcl_requirements(wheel, [f"transformers=={version('transformers')}", *BFCL_UNDECLARED])
+    if bfcl.is_file() and stamp.is_file() and stamp.read_text().splitlines() == wanted:
+        return bfcl
+    if not bfcl.is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+    subprocess.run([*pip, *wanted], check=True)
+    stamp.write_text("\n".join(wanted) + "\n")
+    return bfcl
+
+
+def server_command(model: Path, port: int, dtype: str, on_cpu: bool, kv_cache_bytes: int,
+                   environ: dict[str, str] | None = None) -> list[str]:
+    """`vllm serve` (its module entry point) as toolsweep's offline engine is set up on this device."""
+    environ = os.environ if environ is None else environ
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+               "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, "--seed", "0"]
+    if on_cpu:
+        return [*command, "--kv-cache-memory-bytes", str(kv_cache_bytes), "--enforce-eager"]
+    share = gpu_share(environ)
+    if "gpu_memory_utilization" in share:
+        command += ["--gpu-memory-utilization", str(share["gpu_memory_utilization"])]
+    return [*command, *(["--enforce-eager"] if share.get("enforce_eager") else [])]
+
+
+def gpu_share(environ: Any) -> dict[str, Any]:
+    """What conf/engine/vllm.yaml reads from the environment on a GPU shared between engines."""
+    share: dict[str, Any] = {}
+    if environ.get("TOOLSWEEP_GPU_MEMORY_UTILIZATION"):
+        share["gpu_memory_utilization"] = float(environ["TOOLSWEEP_GPU_MEMORY_UTILIZATION"])
+    if environ.get("TOOLSWEEP_ENFORCE_EAGER", "").lower() in ("1", "true"):
+        share["enforce_eager"] = True
+    return share
+
+
+def start_server(command: list[str], log: Path, on_cpu: bool) -> tuple[subprocess.Popen, str, float]:
+    """Start the server and wait until it is healthy: (process, its /v1 URL, start-up seconds)."""
+    import urllib.request
+
+    port = command[command.index("--port") + 1]
+    # dev mode: POST /reset_prefix_cache, so the second client of the server starts as the first did
+    env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1",
+           **({"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}"} if on_cpu else {})}
+    start = time.perf_counter()
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"vllm serve exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return server, f"http://127.0.0.1:{port}/v1", time.perf_counter() - start
+        except OSError:
+            time.sleep(1)
+    stop_server(server)
+    raise RuntimeError(f"vllm serve was not healthy after 900 s:\n{log.read_text()[-3000:]}")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    import signal
+
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def reset_prefix_cache(base_url: str) -> bool:
+    """Empty the server's prefix cache (dev mode); False where the server refused."""
+    import urllib.request
+
+    request = urllib.request.Request(base_url.removesuffix("/v1") + "/reset_prefix_cache", data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def read_bfcl_results(result_dir: Path) -> dict[str, dict[str, Any]]:
+    """BFCL's result lines (every `*_result.json` under `result_dir`), by case id in id order."""
+    from inference.benchmarks.bfcl.records import number
+
+    rows = {}
+    for path in sorted(result_dir.rglob("*_result.json")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                logged = (row.get("inference_log") or [{}])[0].get("content") or {}
+                rows[row["id"]] = {"output": row["result"], "prompt_tokens": row.get("input_token_count"),
+                                   "output_tokens": row.get("output_token_count"), "latency": row.get("latency"),
+                                   "prompt": logged.get("formatted_prompt") if isinstance(logged, dict) else None}
+    return dict(sorted(rows.items(), key=lambda item: (item[0].rsplit("_", 1)[0], number(item[0]))))
+
+
+def run_bfcl(bfcl: Path, root: Path, model: Path, base_url: str, cases: int) -> tuple[dict[str, Any], float]:
+    """`bfcl generate` on the first `cases` of PEERS_CATEGORY against the running server."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    ids = [f"{PEERS_CATEGORY}_{i}" for i in range(cases)]
+    (root / "test_case_ids_to_generate.json").write_text(json.dumps({PEERS_CATEGORY: ids}))
+    host, port = base_url.removeprefix("http://").removesuffix("/v1").split(":")
+    env = {**os.environ, "BFCL_PROJECT_ROOT": str(root), "LOCAL_SERVER_ENDPOINT": host, "LOCAL_SERVER_PORT": port,
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [str(bfcl), "generate", "--model", PEERS_BFCL_MODEL, "--run-ids", "--backend", "vllm",
+               "--skip-server-setup", "--local-model-path", str(model), "--temperature", "0",
+               "--num-threads", str(cases), "--include-input-log"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    (root / "generate.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    if done.returncode != 0:
+        raise RuntimeError(f"bfcl generate failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    return read_bfcl_results(root / "result"), wall
+
+
+def toolsweep_cases(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """A toolsweep run's cases by BFCL id: output and token counts."""
+    import polars as pl
+
+    samples = pl.read_parquet(run_dir / "samples.parquet", columns=["bfcl_id", "output", "prompt_tokens",
+                                                                      "output_tokens"])
+    return {row.pop("bfcl_id"): row for row in samples.iter_rows(named=True)}
+
+
+def toolsweep_prompts(data: Path, wheel: Path, cases: int) -> dict[str, dict[str, Any]]:
+    """The slice's prompts as toolsweep renders them (its loader, BFCL's texts, the model's chat
+    template): the run dir keeps token counts, not prompts."""
+    from inference.benchmarks.bfcl.data import load_bfcl
+    from inference.benchmarks.bfcl.solver import with_texts
+    from inference.benchmarks.bfcl.texts import resolve
+    from inference.generation import load_tokenizer
+    from inference.prompts import PromptSettings, render_prompts
+
+    samples = with_texts(load_bfcl(data, (PEERS_CATEGORY,), cases), resolve("auto", str(wheel), str(data)))
+    tokenizer = load_tokenizer(str(embedded_model_dir()))
+    settings = PromptSettings(tokenizer.model_max_length, PEERS_MAX_TOKENS)
+    rendered = render_prompts(samples, tokenizer, settings).select("bfcl_id", "prompt", "prompt_token_ids")
+    return {row["bfcl_id"]: {"prompt": row["prompt"], "prompt_token_ids": list(row["prompt_token_ids"])}
+            for row in rendered.iter_rows(named=True)}
+
+
+def run_floor(out: Path, prompts: dict[str, list[int]], dtype: str, on_cpu: bool) -> dict[str, Any]:
+    """The floor: a fresh interpreter that loads vllm.LLM and calls generate once over `prompts`."""
+    spec = out / "floor.json"
+    spec.write_text(json.dumps({"model": str(embedded_model_dir()), "dtype": dtype, "on_cpu": on_cpu,
+                                "max_tokens": PEERS_MAX_TOKENS, "kv_cache_bytes": PEERS_KV_CACHE_GIB * 2**30,
+                                "prompts": prompts}))
+    # the same environment toolsweep's engine gives itself on a CPU (inference.engines.vllm_offline)
+    env = {**os.environ, **({"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}",
+                             "VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if on_cpu else {})}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_floor", str(spec)], env=env,
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"the floor failed:\n{done.stderr[-3000:]}")
+    return {**json.loads((out / "floor-out.json").read_text()), "command_wall_s": wall}
+
+
+def floor_worker(spec_path: Path) -> None:
+    """Run in the floor's own interpreter: load, generate, write texts and timings beside the spec."""
+    spec = json.loads(spec_path.read_text())
+    start = time.perf_counter()
+    from vllm import LLM, SamplingParams
+
+    device = ({"enforce_eager": True, "kv_cache_memory_bytes": spec["kv_cache_bytes"]} if spec["on_cpu"]
+              else gpu_share(os.environ))
+    llm = LLM(model=spec["model"], dtype=spec["dtype"], seed=0, **device)
+    loaded = time.perf_counter()
+    ids = list(spec["prompts"])
+    outputs = llm.generate([{"prompt_token_ids": spec["prompts"][i]} for i in ids],
+                           SamplingParams(max_tokens=spec["max_tokens"], temperature=0.0), use_tqdm=False)
+    generated = time.perf_counter()
+    (spec_path.parent / "floor-out.json").write_text(json.dumps({
+        "load_s": loaded - start, "generate_s": generated - loaded,
+        "cases": {i: {"output": o.outputs[0].text, "output_tokens": len(o.outputs[0].token_ids),
+                      "prompt_tokens": len(o.prompt_token_ids)} for i, o in zip(ids, outputs)}}))
+
+
+def bench_peers(data: Path, wheel: Path, out: Path, cases: int) -> dict[str, Any]:
+    """The first `cases` of BFCL's simple_python, the embedded model, free greedy decoding and one
+    output cap in four arms (PEER_ARMS): walls, rates, outputs and prompt token counts case by case."""
+    from inference.hardware import resolve_dtype
+    import torch
+
+    if wheel.suffix != ".whl":
+        raise SystemExit(f"section peers installs BFCL from its wheel; --bfcl-eval {wheel} is not one")
+    on_cpu = not torch.cuda.is_available()
+    dtype = resolve_dtype("auto", not on_cpu)[0]
+    model = embedded_model_dir()
+    bfcl = bfcl_venv(wheel, cache_root() / "bench")
+    common = ["dataset=bfcl", f"dataset.path={data}", f"dataset.bfcl_eval={wheel}",
+              f"dataset.settings=[{PEERS_CATEGORY}]", f"dataset.limit={cases}", "decoding.constraint=none",
+              "decoding.temperature=0", f"decoding.max_new_tokens={PEERS_MAX_TOKENS}", "max_error_rate=1"]
+    command = server_command(model, free_port(), dtype, on_cpu, PEERS_KV_CACHE_GIB * 2**30)
+    loads: dict[str, list[float]] = {}
+    server, base_url, server_start = start_server(command, out / "peers-server.log", on_cpu)
+    try:
+        bfcl_rows, bfcl_wall = _loaded(loads, "bfcl_generate", lambda: run_bfcl(bfcl, out / "peers-bfcl", model,
+                                                                                 base_url, cases))
+        reset = reset_prefix_cache(base_url)
+        served = _loaded(loads, "toolsweep_server", lambda: run_cli(
+            out / "peers-toolsweep-server", [*common, "engine=openai", f"engine.base_url={base_url}",
+                                             f"engine.concurrency={cases}"]))
+    finally:
+        stop_server(server)
+    offline = _loaded(loads, "toolsweep_offline", lambda: run_cli(
+        out / "peers-toolsweep-offline", [*common, f"engine.cpu_kvcache_gib={PEERS_KV_CACHE_GIB}"]))
+    ours = toolsweep_cases(out / "peers-toolsweep-offline")
+    prompts = toolsweep_prompts(data, wheel, cases)
+    floor = _loaded(loads, "floor", lambda: run_floor(
+        out, {case: row["prompt_token_ids"] for case, row in prompts.items()}, dtype, on_cpu))
+    rows = {"bfcl_generate": bfcl_rows, "toolsweep_offline": ours,
+            "toolsweep_server": toolsweep_cases(out / "peers-toolsweep-server"), "floor": floor["cases"]}
+    return {"slice": {"category": PEERS_CATEGORY, "cases": cases, "model": "embedded SmolLM2-135M-Instruct",
+                      "dtype": dtype, "max_new_tokens": PEERS_MAX_TOKENS, "temperature": 0,
+                      "bfcl_model_entry": PEERS_BFCL_MODEL, "server": " ".join(command[1:]),
+                      "prefix_cache_reset_between_clients": reset},
+            "arms": PEER_ARMS, "server_start": figure(server_start, "s", note="vllm serve until /health answers"),
+            **peer_figures(rows, {"bfcl_generate": bfcl_wall, "toolsweep_offline": offline["command_wall_s"],
+                                  "toolsweep_server": served["command_wall_s"], "floor": floor["command_wall_s"]},
+                           {"toolsweep_offline": _generation_s(offline), "toolsweep_server": _generation_s(served),
+                            "floor": floor["generate_s"]}, server_start),
+            "prompt_texts_equal": prompt_texts(prompts, bfcl_rows),
+            # the machine's 1-minute load average before and after each arm: other work on the same
+            # cores slows an arm, and nothing here can tell how much beyond this
+            "load_average": {arm: [round(v, 2) for v in values] for arm, values in loads.items()}}
+
+
+def _loaded(loads: dict[str, list[float]], arm: str, run: Callable[[], Any]) -> Any:
+    before = os.getloadavg()[0]
+    result = run()
+    loads[arm] = [before, os.getloadavg()[0]]
+    return result
+
+
+def prompt_texts(ours: dict[str, dict[str, Any]], bfcl_rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """toolsweep's rendered prompts against the prompts BFCL's handler formatted (its input log)."""
+    mine = {case: row["prompt"] for case, row in ours.items()}
+    result = compare_cases(mine, {case: row["prompt"] for case, row in bfcl_rows.items()})
+    result["reasons"] = {case: divergence(mine[case], bfcl_rows[case]["prompt"] or "")
+                         for case in result["differing"]}
+    return result
+
+
+def _generation_s(facts: dict[str, Any]) -> float:
+    return facts["wall_s"]["generate"] - facts["wall_s"].get("model_load", 0.0)
+
+
+def peer_figures(rows: dict[str, dict[str, dict[str, Any]]], command_walls: dict[str, float],
+                 generation_walls: dict[str, float], server_start: float) -> dict[str, Any]:
+    """Per-arm figures, the case-by-case checks against toolsweep offline, and the ratios."""
+    generation_walls = {**generation_walls,
+                        "bfcl_generate": max(r["latency"] or 0.0 for r in rows["bfcl_generate"].values())}
+    notes = {"bfcl_generate": "its longest case latency: every case in flight at once, the client's start-up "
+                              "and tokenizer load excluded",
+             "toolsweep_offline": "generate phase minus model load", "toolsweep_server": "generate phase "
+             "(no model load: the server holds it)", "floor": "the LLM.generate call alone"}
+    arms = {arm: arm_figures(generation_walls[arm], command_walls[arm],
+                             sum(r["output_tokens"] or 0 for r in rows[arm].values()), len(rows[arm]), notes[arm])
+            for arm in PEER_ARMS}
+    reference = rows["toolsweep_offline"]
+    outputs = {case: row["output"] for case, row in reference.items()}
+    tokens = {case: row["prompt_tokens"] for case, row in reference.items()}
+    outputs_equal, prompt_tokens_equal = {}, {}
+    for arm in ("bfcl_generate", "toolsweep_server", "floor"):
+        theirs = {case: row["output"] for case, row in rows[arm].items()}
+        outputs_equal[arm] = compare_cases(outputs, theirs)
+        outputs_equal[arm]["reasons"] = {case: divergence(outputs[case], theirs[case])
+                                         for case in outputs_equal[arm]["differing"]}
+        counts = {case: row["prompt_tokens"] for case, row in rows[arm].items()}
+        prompt_tokens_equal[arm] = compare_cases(tokens, counts)
+        prompt_tokens_equal[arm]["per_case_difference"] = {
+            case: None if None in (counts[case], tokens[case]) else counts[case] - tokens[case]
+            for case in prompt_tokens_equal[arm]["differing"]}
+    return {**arms, "outputs_equal": outputs_equal, "prompt_tokens_equal": prompt_tokens_equal,
+            **peer_ratios(arms, server_start)}
 
 
 # ---------------------------------------------------------------- dtype and the prefill bound
@@ -625,6 +1027,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bfcl-eval", type=Path, default=None,
                         help="BFCL's code (default: the bfcl_eval wheel make install puts in <venv>/share/toolsweep)")
     parser.add_argument("--bfcl-cases", type=int, default=2, help="cases per multi-turn category, section bfcl_multi_turn")
+    parser.add_argument("--peers-cases", type=int, default=PEERS_CASES,
+                        help=f"first cases of BFCL's {PEERS_CATEGORY}, section peers")
     parser.add_argument("--only", default=ALL, help=f"comma-separated sections to (re)measure, of {ALL}")
     args = parser.parse_args(argv)
     if set(args.only.split(",")) - {"cache"}:  # the cache section needs no model
@@ -643,7 +1047,8 @@ def main(argv: list[str] | None = None) -> None:
                                              args.etapp_max_turns),
                 "race": bench_race, "warm": lambda: bench_warm(args.out, args.warm_limit),
                 "bfcl_multi_turn": lambda: bench_bfcl_multi_turn(args.bfcl, args.bfcl_eval or bfcl_wheel(), args.out,
-                                                                 args.bfcl_cases)}
+                                                                 args.bfcl_cases),
+                "peers": lambda: bench_peers(args.bfcl, args.bfcl_eval or bfcl_wheel(), args.out, args.peers_cases)}
     for name in args.only.split(","):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         report[name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **sections[name]()}
@@ -696,7 +1101,7 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"| {prefix} | {node} |")
 
     for section in ("prompts", "overhead", "end_to_end", "grammar", "grammar_share", "dtype", "cache", "etapp", "warm",
-                    "bfcl_multi_turn"):
+                    "bfcl_multi_turn", "peers"):
         if section in report:
             walk(section, {k: v for k, v in report[section].items() if k != "per_job"})
     if "warm" in report:
@@ -705,4 +1110,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["_floor"]:  # the peers section's floor, in an interpreter of its own
+        floor_worker(Path(sys.argv[2]))
+    else:
+        main()
