@@ -567,28 +567,48 @@ def peer_figures(rows: dict[str, dict[str, dict[str, Any]]], command_walls: dict
 
 
 # ---------------------------------------------------------------- dtype and the prefill bound
-def _generation(facts: dict[str, Any]) -> dict[str, Any]:
+def _generation(facts: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]:
     gen = facts["wall_s"]["generate"] - facts["wall_s"].get("model_load", 0.0)
-    return {"generation_wall": figure(gen, "s", note="generate phase minus model load"),
-            "output_tokens_per_s": figure(facts["throughput"]["output_tokens_per_s"], "tokens/s"),
-            "prompts": facts["samples"]["generated"], "dtype": facts.get("dtype")}
+    result = {"generation_wall": figure(gen, "s", note="generate phase minus model load"),
+              "output_tokens_per_s": figure(facts["throughput"]["output_tokens_per_s"], "tokens/s"),
+              "prompts": facts["samples"]["generated"], "dtype": facts.get("dtype")}
+    if run_dir is not None:
+        import polars as pl
+
+        samples = pl.read_parquet(run_dir / "samples.parquet")
+        result["answer_tokens"] = sorted(samples["output_tokens"].to_list(), reverse=True)
+        result["finish_reasons"] = samples["finish_reason"].value_counts(sort=True).to_dicts()
+    return result
 
 
 def bench_dtype(out: Path, records: int = 3) -> dict[str, Any]:
     """The bundled sample (records x 3 settings) in bfloat16 and float32 side by side, what `auto`
     picks here, and a pure prefill of the same prompts (1 new token, no grammar, same engine):
-    on a CPU prefill dominates, so toolsweep's time over the prefill time is the honest bound."""
+    on a CPU prefill dominates, so toolsweep's time over the prefill time is the honest bound.
+    Then where the rest goes: the batch decodes as many steps as its longest answer, so `auto` is
+    run again capped just above its second-longest answer (every other answer identical, greedy),
+    which leaves out the steps the longest answer runs alone."""
     common = [f"dataset.limit={records}"]
     result: dict[str, Any] = {}
     for dtype in ("bfloat16", "float32", "auto"):
-        result[dtype] = _generation(run_cli(out / f"dtype-{dtype}", [*common, f"model.dtype={dtype}"]))
+        run_dir = out / f"dtype-{dtype}"
+        result[dtype] = _generation(run_cli(run_dir, [*common, f"model.dtype={dtype}"]), run_dir)
     prefill = _generation(run_cli(out / "prefill", [*common, "decoding.max_new_tokens=1", "decoding.constraint=none"]))
     result["prefill_only"] = prefill
     result["bf16_over_fp32"] = figure(result["bfloat16"]["generation_wall"]["value"] /
                                       result["float32"]["generation_wall"]["value"], "x")
-    result["toolsweep_over_prefill"] = figure(result["auto"]["generation_wall"]["value"] /
-                                              prefill["generation_wall"]["value"], "x",
+    auto = result["auto"]["generation_wall"]["value"]
+    result["toolsweep_over_prefill"] = figure(auto / prefill["generation_wall"]["value"], "x",
                                               note="dtype=auto, outlines, 256 new tokens vs 1 token, no grammar")
+    longest, second = result["auto"]["answer_tokens"][:2]
+    if longest > second:
+        cap = second + 1
+        capped = _generation(run_cli(out / "capped", [*common, f"decoding.max_new_tokens={cap}"]), out / "capped")
+        result["auto_capped_above_second_longest"] = {**capped, "max_new_tokens": cap}
+        result["capped_over_prefill"] = figure(capped["generation_wall"]["value"] / prefill["generation_wall"]["value"],
+                                               "x", note="every answer but the longest as in auto")
+        result["longest_answer_alone"] = figure(auto - capped["generation_wall"]["value"], "s",
+                                                note=f"the {longest - cap} steps the longest answer runs past the others")
     return result
 
 
