@@ -92,7 +92,7 @@ def resolve_dtype(role: Role) -> dict[str, Any]:
     except ImportError:
         on_gpu = False
     cpu = cpu_info()
-    resolved, why = decide(role.model.dtype, on_gpu, cpu)
+    resolved, why = decide(role.model.dtype, on_gpu, cpu, role.model.quantization)
     facts = {"requested": role.model.dtype, "resolved": resolved, "why": why, "cpu": cpu}
     role.model = replace(role.model, dtype=resolved)
     return facts

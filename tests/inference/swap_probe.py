@@ -2,7 +2,8 @@
 VLLMEngine, as a run builds it) loaded on the first step's checkpoint, then each further step's
 checkpoint read into it in place (VLLMEngine.swap), the prompts probed after each: greedy tokens and
 logprobs, and prompt logprobs. A step is `PATH` or `PATH:skip-refresh` / `PATH:skip-reset` (the
-swap without that part, to show that the comparison sees it). Writes one record per step."""
+swap without that part, to show that the comparison sees it). Writes one record per step, with
+the layers the swap's refresh packed again (`refreshed`)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,10 @@ def main(out: str, steps: list[str]) -> None:
         if engine is None:
             engine = VLLMEngine(engine_cfg, context(path))
         else:
-            llm = engine.llm
+            llm, applied = engine.llm, []
+            real_apply = llm.apply_model
+            # what the refresh packed again (the layers that compute from a packed copy of their own)
+            llm.apply_model = lambda function: applied.append(real_apply(function)) or applied[-1]
             if skip == "skip-refresh":
                 llm.apply_model = lambda function: []
             elif skip == "skip-reset":
@@ -64,7 +68,10 @@ def main(out: str, steps: list[str]) -> None:
             engine.swap(context(path))
             for name in ("apply_model", "reset_prefix_cache"):
                 llm.__dict__.pop(name, None)
-        records.append({"step": step, **probe(engine.llm)})
+            records.append({"step": step, "refreshed": sorted({layer for found in applied for worker in found
+                                                               for layer in worker}), **probe(engine.llm)})
+            continue
+        records.append({"step": step, "refreshed": [], **probe(engine.llm)})
     Path(out).write_text(json.dumps(records))
 
 

@@ -30,6 +30,10 @@ def test_resolution():
     assert resolve_dtype("auto", False, fast) == ("bfloat16", "CPU with native bf16 (avx512_bf16)")
     assert resolve_dtype("auto", True, slow)[0] == "auto", "GPUs: the model's own dtype"
     assert resolve_dtype("bfloat16", False, slow) == ("bfloat16", "set by model.dtype")
+    # vLLM refuses fp8_per_channel on float32 weights: on a CPU without native bf16, auto takes bf16 for it
+    assert resolve_dtype("auto", False, slow, "fp8_per_channel")[0] == "bfloat16"
+    assert resolve_dtype("auto", False, fast, "fp8_per_channel")[0] == "bfloat16"
+    assert resolve_dtype("auto", False, slow, "awq")[0] == "float32"
 
 
 def test_unreadable_cpuinfo_means_no_native_bf16(tmp_path):
