@@ -39,8 +39,10 @@ def sweep(tmp_path_factory) -> Path:
     paths = ",".join(str(root / "train" / f"checkpoint-{s}") for s in STEPS)
     # the sweep exports itself when it ends (test_a_sweep_exports_at_its_end_from_config)
     done = run_sweep(root / "sweep", ["engine=replay", "engine.predictions=${model.path}/preds.jsonl",
-                                      f"model.path={paths}", "dataset.settings=[p]", "export.to=[tensorboard]",
-                                      f"export.tensorboard.dir={root / 'tb-at-end'}"], timeout=600)
+                                      f"model.path={paths}", "dataset.settings=[p]", "export.to=[tensorboard,mlflow]",
+                                      f"export.tensorboard.dir={root / 'tb-at-end'}",
+                                      f"export.mlflow.tracking_uri=sqlite:///{root / 'mlflow-at-end.db'}",
+                                      "export.mlflow.project=overnight"], timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (root / "sweep.out").write_text(done.stdout)
     return root / "sweep"
@@ -85,8 +87,9 @@ def test_tensorboard(sweep, tmp_path):
 
 
 def test_a_sweep_exports_at_its_end_from_config(sweep):
-    """export.to=[tensorboard] with its dir: the sweep's points are in TensorBoard when it ends, as
-    `toolsweep export` writes them, without a second command."""
+    """export.to=[tensorboard,mlflow] with each one's destination: the sweep's points are in both
+    trackers when it ends, as `toolsweep export` writes them, without a second command."""
+    from mlflow.tracking import MlflowClient
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     [run] = (sweep.parent / "tb-at-end").iterdir()
@@ -96,7 +99,13 @@ def test_a_sweep_exports_at_its_end_from_config(sweep):
                   expected(sweep))
     [series] = export_series(sweep)
     assert "export." not in series.params["toolsweep.overrides"], "where it is exported is no configuration"
-    assert f"[toolsweep] export: tensorboard: {run} (3 steps)" in (sweep.parent / "sweep.out").read_text()
+    out = (sweep.parent / "sweep.out").read_text()
+    assert f"[toolsweep] export: tensorboard: {run} (3 steps)" in out
+    client = MlflowClient(tracking_uri=f"sqlite:///{sweep.parent / 'mlflow-at-end.db'}")
+    [mlflow_run] = client.search_runs([client.get_experiment_by_name("overnight").experiment_id])
+    assert_points({key: [(m.step, m.value) for m in client.get_metric_history(mlflow_run.info.run_id, key)]
+                   for key in mlflow_run.data.metrics}, expected(sweep))
+    assert "[toolsweep] export: mlflow: " in out and out.index("export: tensorboard") < out.index("export: mlflow")
 
 
 def test_mlflow_new_run_and_an_existing_training_run(sweep, tmp_path):
