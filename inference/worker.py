@@ -8,8 +8,43 @@ import json
 import os
 import sys
 import traceback
+from typing import Any
 
 from inference.workers import DONE
+
+IMPORTED_ENV: dict[str, str] = {}
+"""Variables that libraries set in this process's environment when they were imported (joblib's
+KMP_INIT_AT_FORK): they belong to the process, as its imports do, so every later job's environment
+has them as a fresh process that imported those libraries would. Without them, a job's environment
+differed from the one the first job's preloaded template was started with, and every later job's
+solver processes were new interpreters importing torch and vLLM again (inference/preload.py)."""
+
+
+def record_import_settings(event: str, args: tuple) -> None:
+    """An audit hook: keeps each variable a module's import-time code sets, and forgets one it
+    unsets again (numpy sets OPENBLAS_MAIN_FREE around loading its core, then removes it)."""
+    if event not in ("os.putenv", "os.unsetenv") or not _importing(sys._getframe(1)):
+        return
+    key = os.fsdecode(args[0])
+    if event == "os.putenv":
+        IMPORTED_ENV[key] = os.fsdecode(args[1])
+    else:
+        IMPORTED_ENV.pop(key, None)
+
+
+def _importing(frame: Any) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _with_imported(environment: dict[str, str]) -> None:
+    """Make os.environ `environment`, plus what imports set where it does not say otherwise (as
+    the libraries' own `setdefault` would at import in a fresh process)."""
+    os.environ.clear()
+    os.environ.update({**IMPORTED_ENV, **environment})
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -36,8 +71,7 @@ def run_one(argv: list[str], env: dict[str, str] | None = None, cwd: str | None 
     GlobalHydra.instance().clear()
     try:
         if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
+            _with_imported(env)
         library_environment()
         if cwd is not None:
             os.chdir(cwd)
@@ -51,8 +85,7 @@ def run_one(argv: list[str], env: dict[str, str] | None = None, cwd: str | None 
     finally:
         sys.argv = saved_argv
         os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(environ)
+        _with_imported(environ)
         sys.stdout.flush()
         sys.stderr.flush()
     # toolsweep's own errors (exit 2: a bad input, the error budget) leave the engine as it was
@@ -66,6 +99,7 @@ def worker_main() -> None:
     from inference.engines import POOL
 
     POOL.enabled = True
+    sys.addaudithook(record_import_settings)
     out = sys.stdout.buffer
     for line in sys.stdin:
         request = json.loads(line)

@@ -22,15 +22,26 @@ import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
+from inference.worker import IMPORTED_ENV, record_import_settings
 from inference.workers import DONE
 
 PER_RUN_PREFIX = "TOOLSWEEP_"
 """Variables toolsweep reads during a run (not at import): they may differ from the worker's own."""
+PER_TEST = ("PYTEST_CURRENT_TEST",)
+"""Variables pytest sets anew for every test and phase (no library reads them): with them compared,
+no command given this process's environment ever matched the worker of it, and each ran cold."""
+
+
+# Variables that this process's own imports set (torch's TORCHINDUCTOR_CACHE_DIR, once a fixture has
+# imported torch) are no part of a command's environment either: the worker's imports set them too.
+# Compared, they sent every command of a test that had imported torch to a cold process.
+sys.addaudithook(record_import_settings)
 
 
 def signature(env: dict[str, str]) -> dict[str, str]:
     """What must equal the worker's environment for a command to run in it."""
-    return {key: value for key, value in env.items() if not key.startswith(PER_RUN_PREFIX)}
+    return {key: value for key, value in env.items()
+            if not key.startswith(PER_RUN_PREFIX) and key not in PER_TEST and IMPORTED_ENV.get(key) != value}
 
 
 class _Reader(threading.Thread):

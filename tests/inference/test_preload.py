@@ -98,3 +98,41 @@ def test_no_template_where_switched_off(tmp_path, monkeypatch):
     assert b"argv ['5']" in child.stdout.readline()
     assert Path(f"/proc/{child.pid}/comm").read_text().strip() == "probe-kid", "named as a forked child is"
     assert child.wait(60) == 5
+
+
+IMPORT_SETTINGS = """
+import json, os, sys
+from inference import preload, worker
+sys.addaudithook(worker.record_import_settings)  # as worker_main installs it
+start = dict(os.environ)
+import sets_at_import  # the first job imports a library that sets variables of its own
+template = preload._comparable(dict(os.environ))  # the first job's template is started with them
+os.environ["TS_RUN_OWN"] = "job 1"  # and the job sets one of its own
+worker._with_imported(start)  # the job's end: the worker's environment back
+seen = {"kept": preload._comparable(dict(os.environ)) == template, "imported": worker.IMPORTED_ENV,
+        "run_own": os.environ.get("TS_RUN_OWN")}
+worker._with_imported({**start, "TS_LIB_FLAG": "TRUE"})  # a job that gives its own value keeps it
+seen["given"] = os.environ["TS_LIB_FLAG"]
+print(json.dumps(seen))
+"""
+
+SETS_AT_IMPORT = """
+import os
+os.environ.setdefault("TS_LIB_FLAG", "FALSE")
+os.environ["TS_WHILE_LOADING"] = "1"  # set around loading a part, then removed (numpy does)
+del os.environ["TS_WHILE_LOADING"]
+"""
+
+
+def test_a_warm_workers_later_jobs_keep_what_imports_set_so_their_solvers_fork_from_the_template(tmp_path):
+    """A variable a library sets when imported (joblib's KMP_INIT_AT_FORK) belongs to the worker's
+    process: resetting a job's environment dropped it, every later job's environment then differed
+    from its template's and its solver processes were new interpreters (10-16 s of imports each)."""
+    (tmp_path / "sets_at_import.py").write_text(SETS_AT_IMPORT)
+    (tmp_path / "probe.py").write_text(IMPORT_SETTINGS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TS_")}
+    done = subprocess.run([sys.executable, str(tmp_path / "probe.py")], cwd=REPO, capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen == {"kept": True, "imported": {"TS_LIB_FLAG": "FALSE"}, "run_own": None, "given": "TRUE"}
