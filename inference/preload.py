@@ -172,14 +172,16 @@ class Child:
 
 
 def spawn(module: str, args: Sequence[str], env: dict[str, str], name: str, pipes: bool = False,
-          cwd: Optional[str] = None, loads_model: bool = True) -> Any:
+          cwd: Optional[str] = None, loads_model: bool = True, template: Optional[Template] = None) -> Any:
     """Start `python -m MODULE ARGS` with `env`: forked from the template where it fits, else a new
     interpreter; either way it dies with this process. `pipes`: its stdin and stdout are pipes to
     this process (stderr joins stdout), else it shares this process's streams. `name`: the
     process's name (/proc/PID/comm, 15 characters), by which it can be found. A child that loads
     no model (`loads_model` false) is a new interpreter: it would not use the template's imports,
-    and starting a template for it would import them for nothing."""
-    template = _template(env) if loads_model else None
+    and starting a template for it would import them for nothing. `template`: one the caller
+    started with `env` (this process's own template is started with this process's environment)."""
+    if template is None:
+        template = _template(env) if loads_model else None
     if template is None:
         return _interpreter(module, args, env, name, pipes, cwd)
     sys.stdout.flush()

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from inference.worker import IMPORTED_ENV, record_import_settings
 from inference.workers import DONE
@@ -136,6 +136,26 @@ class WarmCommands:
 
 WARM = WarmCommands()
 """This pytest process's commands (the `scratch_env` fixture adds its environment as a home)."""
+
+
+_TEMPLATES: dict[str, Any] = {}
+"""This pytest process's preloaded templates (inference/preload.py), one per environment."""
+
+
+def forked(args: Sequence[str], env: dict[str, str], name: str = "toolsweep") -> Any:
+    """`toolsweep ARGS` as a process of its own, for a test whose subject is that process (killed,
+    signalled): forked from a template that imported torch, transformers and vLLM once for this
+    environment, as a sweep's fresh workers are, instead of a new interpreter importing them again
+    (10-16 s each on a CPU). Its stdout and stderr are one pipe, `.stdout`; `.pid`, `.wait()`,
+    `.returncode` as a Popen's; it dies with this pytest process."""
+    from inference.preload import Template, spawn
+
+    key = json.dumps(signature(env), sort_keys=True)
+    template = _TEMPLATES.get(key)
+    if template is None or template.gone:
+        template = _TEMPLATES[key] = Template(env)
+    return spawn("inference.cli", list(args), env, name, pipes=True, cwd=str(Path(__file__).resolve().parent.parent),
+                 template=template)
 
 
 def toolsweep(args: Sequence[str], env: Optional[dict[str, str]] = None, timeout: float = 900,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,8 +16,8 @@ import polars as pl
 import pytest
 
 from tests.processes import alive, descendants
-from tests.warm import toolsweep
-from tests.conftest import REPO, tiny_args
+from tests.warm import forked, toolsweep
+from tests.conftest import tiny_args
 
 pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # The smoke subset's shape (fc, tool-given, at most 4 turns, short answers and analyses) on two
@@ -76,17 +75,17 @@ def _kill_at(run_dir: Path, data: Path, extra: tuple[str, ...], env: dict[str, s
     """Start the run paused at `marker` (in either phase's process), SIGKILL the toolsweep process
     alone, and check its phase process went with it."""
     env = {**env, "TOOLSWEEP_PAUSE_AT": marker, "TOOLSWEEP_PAUSE_S": "300"}
-    run = subprocess.Popen(_command(run_dir, data, extra), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run = forked(_command(run_dir, data, extra)[3:], env)
     deadline = time.time() + 900
-    for line in run.stderr:
-        if line.startswith(f"[toolsweep] {marker}"):
+    for line in run.stdout:
+        if line.decode("utf-8", "replace").startswith(f"[toolsweep] {marker}"):
             break
         assert time.time() < deadline, "marker never reached"
     below = descendants(run.pid)
     assert "toolsweep-step" in below.values(), f"the paused solver's process is not below the run: {below}"
     os.kill(run.pid, signal.SIGKILL)
-    run.wait()
+    assert run.wait(60) == -signal.SIGKILL
+    run.stdout.close()
     assert not alive(list(below)), f"processes of the killed run outlived it: {below}"
 
 
@@ -112,8 +111,8 @@ def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny
     _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/3")   # the agent resumes (2 shards) and ends; judge: after 1 of 3
     agent = _generation(run_dir, 0)
     assert agent["stored_hits"] == 1 and agent["engine_calls"] >= 2, agent
-    done = subprocess.run(_command(run_dir, etapp_data, extra), cwd=REPO, env=scratch_env, capture_output=True,
-                          text=True, timeout=1800)
+    # the resume needs no process of its own (nothing kills it): it runs as the uninterrupted run did
+    done = toolsweep(_command(run_dir, etapp_data, extra)[3:], env=scratch_env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _generation(run_dir, 0)["engine_calls"] == 0
     judge = _generation(run_dir, 1)

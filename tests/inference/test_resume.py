@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from tests.conftest import REPO, tiny_args
 from tests.inference.test_end_to_end import check_run_around_answers
-from tests.warm import toolsweep
+from tests.warm import forked, toolsweep
 
 # TOOLSWEEP_KILL_TEST_ARGS swaps the data, e.g. "dataset=petoolbench dataset.path=... dataset.limit=10"
 DATA_ARGS = shlex.split(os.environ.get("TOOLSWEEP_KILL_TEST_ARGS", "dataset.limit=1"))
@@ -47,21 +46,22 @@ def _command(run_dir: Path, args: list[str]) -> list[str]:
 
 
 def _kill_at(run_dir: Path, args: list[str], env: dict[str, str], marker: str, pause: bool, delay: float) -> str:
-    """Start a run, SIGKILL its process group once `marker` (+ delay) is reached; return its stderr."""
+    """Start a run in a process of its own, SIGKILL it once `marker` (+ delay) is reached (its
+    engine runs in it: no engine process of its own on a CPU); return its output up to then."""
     env = {**env, **({"TOOLSWEEP_PAUSE_AT": marker, "TOOLSWEEP_PAUSE_S": "120"} if pause else {})}
-    child = subprocess.Popen(_command(run_dir, args), cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    child = forked(_command(run_dir, args)[3:], env)
     seen = []
     deadline = time.time() + 900
-    for line in child.stderr:
+    for raw in child.stdout:
+        line = raw.decode("utf-8", "replace")
         seen.append(line)
         if marker in line and line.startswith("[toolsweep]"):
             time.sleep(delay)
             break
         assert time.time() < deadline, "marker never reached"
-    os.killpg(child.pid, signal.SIGKILL)
-    child.wait()
-    assert child.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait(60) == -signal.SIGKILL, "the run ended before it could be killed"
+    child.stdout.close()
     return "".join(seen)
 
 
