@@ -7,7 +7,8 @@ a worker instead for each of two environments, its own and the session's scratch
 variables, which toolsweep reads per run, aside) runs there through the same entry point, its engine kept for the next command
 that builds an equal one (the pool's reuse is what tests/inference/test_warm_workers.py proves equal
 to a cold process). Any other command, and every test whose subject is the process itself (a kill,
-a signal, a lock held by a live process), runs in a new process as before.
+a signal, a lock held by a live process), runs in a new process; `forked` starts such a process
+from a template that imported those libraries once per environment (inference/preload.py).
 
 The result is a `subprocess.CompletedProcess` with the command's stdout and stderr apart, so tests
 read it as they read a process's."""

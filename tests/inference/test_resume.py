@@ -47,7 +47,7 @@ def _command(run_dir: Path, args: list[str]) -> list[str]:
 
 def _kill_at(run_dir: Path, args: list[str], env: dict[str, str], marker: str, pause: bool, delay: float) -> str:
     """Start a run in a process of its own, SIGKILL it once `marker` (+ delay) is reached (its
-    engine runs in it: no engine process of its own on a CPU); return its output up to then."""
+    engine runs in it: `scratch_env` turns vLLM's engine process off); return its output up to then."""
     env = {**env, **({"TOOLSWEEP_PAUSE_AT": marker, "TOOLSWEEP_PAUSE_S": "120"} if pause else {})}
     child = forked(_command(run_dir, args)[3:], env)
     seen = []
