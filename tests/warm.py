@@ -147,8 +147,9 @@ def forked(args: Sequence[str], env: dict[str, str], name: str = "toolsweep") ->
     """`toolsweep ARGS` as a process of its own, for a test whose subject is that process (killed,
     signalled): forked from a template that imported torch, transformers and vLLM once for this
     environment, as a sweep's fresh workers are, instead of a new interpreter importing them again
-    (10-16 s each on a CPU). Its stdout and stderr are one pipe, `.stdout`; `.pid`, `.wait()`,
-    `.returncode` as a Popen's; it dies with this pytest process."""
+    (10-16 s each on a CPU); nested: a run whose solvers run apart forks them from a template it
+    forked of itself, not from one more new interpreter. Its stdout and stderr are one pipe,
+    `.stdout`; `.pid`, `.wait()`, `.returncode` as a Popen's; it dies with this pytest process."""
     from inference.preload import Template, spawn
 
     key = json.dumps(signature(env), sort_keys=True)
@@ -156,7 +157,7 @@ def forked(args: Sequence[str], env: dict[str, str], name: str = "toolsweep") ->
     if template is None or template.gone:
         template = _TEMPLATES[key] = Template(env)
     return spawn("inference.cli", list(args), env, name, pipes=True, cwd=str(Path(__file__).resolve().parent.parent),
-                 template=template)
+                 template=template, nested=True)
 
 
 def toolsweep(args: Sequence[str], env: Optional[dict[str, str]] = None, timeout: float = 900,

@@ -46,6 +46,8 @@ seen["sigterm_code"] = sleeper.wait(30)
 other = preload.spawn("probe_child", ["0"], {**env, "PYTHONHASHSEED": "7"}, "probe-kid", pipes=True)
 seen["other_env_forked"] = isinstance(other, preload.Child)
 other.wait()
+middle = preload.spawn("probe_nested", [], env, "probe-mid", pipes=True, nested=True)
+seen["nested"] = json.loads(middle.stdout.readline())
 print("RESULT " + json.dumps(seen), flush=True)
 last = preload.spawn("probe_child", ["sleep"], env, "probe-kid", pipes=True)
 last.stdout.readline()
@@ -53,9 +55,27 @@ print("SLEEPING", flush=True)
 last.wait()
 """
 
+# A child started with nested=True (a run a test kills, tests/warm.py `forked`) whose own child loads a model.
+NESTED = """
+import json, os
+from inference import preload
+kid = preload.spawn("probe_child", ["sleep"], dict(os.environ), "probe-grandkid", pipes=True)
+kid.stdout.readline()
+def parent_of(pid):
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+forker = parent_of(kid.pid)
+print(json.dumps({"forked": isinstance(kid, preload.Child), "interpreter_template": preload._TEMPLATE is not None,
+                  "forker_is_mine": parent_of(forker) == os.getpid(),
+                  "forker_name": open(f"/proc/{forker}/comm").read().strip()}), flush=True)
+kid.wait()
+"""
+
 
 def test_a_forked_child_is_its_own_process_and_dies_with_its_starter(tmp_path):
+    """...and a child started `nested` forks its own children from a template it forked of itself
+    (no new interpreter importing torch and vLLM again), all of them below it and gone with it."""
     (tmp_path / "probe_child.py").write_text(CHILD)
+    (tmp_path / "probe_nested.py").write_text(NESTED)
     (tmp_path / "parent.py").write_text(PARENT)
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
     parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path)], cwd=REPO, env=env,
@@ -74,10 +94,13 @@ def test_a_forked_child_is_its_own_process_and_dies_with_its_starter(tmp_path):
         assert "argv ['0'] cwd" in said, "a child without pipes writes to its starter's stdout"
         assert seen["shared_code"] == 0 and seen["running"] is None and seen["sigterm_code"] == -signal.SIGTERM
         assert seen["other_env_forked"] is False, "an environment the template was not started with: a new interpreter"
+        assert seen["nested"] == {"forked": True, "interpreter_template": False, "forker_is_mine": True,
+                                  "forker_name": "toolsweep-tmpl"}, seen["nested"]
 
         below = descendants(parent.pid)
-        template, sleeping = named(parent.pid, "toolsweep-tmpl"), named(parent.pid, "probe-kid")
-        assert len(template) == 1 and len(sleeping) == 1, below
+        templates, sleeping = named(parent.pid, "toolsweep-tmpl"), named(parent.pid, "probe-kid")
+        assert len(templates) == 2 and len(sleeping) == 1, below  # the starter's and the nested child's
+        assert len(named(parent.pid, "probe-grandkid")) == 1, below
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
     finally:  # a failed assertion above leaves nothing running
