@@ -58,6 +58,11 @@ class Metric:
     per_sample: bool = False
     """A plain mean of one per-sample source: paired tests and flips apply to it."""
     description: str = ""
+    pooled: Callable[[np.ndarray], np.ndarray] | None = None
+    """For a metric that reads the rows only through each source's sum (nulls as 0), such as F1
+    over pooled counts or a ratio of sums: the same value as `reduce`, from those sums, for many
+    groups of rows at once ((groups, sources) -> (groups,), nan where undefined). Its bootstrap
+    then takes every resample in one pass (grading.stats.pooled_statistics)."""
     higher_is_better: bool | None = field(kw_only=True)
     """Which way is better (lm-evaluation-harness's `higher_is_better`): True for an accuracy,
     False for an error or failure share; None for a number with no better direction (e.g. mean
@@ -92,12 +97,18 @@ def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
     return float(2 * tp_sum / (2 * tp_sum + fp_sum + fn_sum)) if tp_sum else 0.0
 
 
+def _f1_of_sums(sums: np.ndarray) -> np.ndarray:
+    tp, fp, fn = sums[:, 0], sums[:, 1], sums[:, 2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tp + fp + fn == 0, np.nan, np.where(tp != 0, 2 * tp / (2 * tp + fp + fn), 0.0))
+
+
 def f1(name: str, prefix: str, *, headline: bool = False, description: str = "") -> Metric:
     """F1 over counts pooled across the samples (`{prefix}_tp`, `_fp`, `_fn` per sample): 0 with
     no true positive, None where the samples have neither gold nor predicted items at that level.
     Higher is better, as for any F1."""
     return Metric(name, (f"{prefix}_tp", f"{prefix}_fp", f"{prefix}_fn"), _f1, SHARE, True, headline,
-                  description=description, higher_is_better=True)
+                  description=description, pooled=_f1_of_sums, higher_is_better=True)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
@@ -105,10 +116,15 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
     return float(np.nansum(numerator) / total) if total else None
 
 
+def _ratio_of_sums(sums: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sums[:, 1] != 0, sums[:, 0] / sums[:, 1], np.nan)
+
+
 def ratio(name: str, numerator: str, denominator: str, *, higher_is_better: bool | None, ci: bool = False,
           description: str = "") -> Metric:
     """sum(numerator) / sum(denominator) over the samples; None when the denominator is 0."""
-    return Metric(name, (numerator, denominator), _ratio, SHARE, ci, description=description,
+    return Metric(name, (numerator, denominator), _ratio, SHARE, ci, description=description, pooled=_ratio_of_sums,
                   higher_is_better=higher_is_better)
 
 

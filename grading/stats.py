@@ -120,6 +120,40 @@ def resampled_statistics(statistic: Callable[[np.ndarray], float | None], size: 
     return values
 
 
+POOLED_BLOCK = 1 << 22
+"""Row draws per block of resamples in `pooled_statistics` (32 MiB of indices)."""
+
+
+def pooled_statistics(pooled: Callable[[np.ndarray], np.ndarray], units: np.ndarray, n_resamples: int = 2000,
+                      seed: int = 0) -> np.ndarray:
+    """A pooled metric (`Metric.pooled`) on each of `n_resamples` draws of the rows of `units`
+    ((rows, sources), nulls as nan) with replacement, nan where it is undefined. The rows are drawn
+    as `resampled_statistics` draws them (the same random stream, a block of resamples at a time);
+    a resample's sums are how often it drew each row times that row's values, one matrix product
+    per block, and the metric is computed for every resample at once: no Python call per resample
+    (a 1,000-sample run's F1 slices took 14 s of grading that way). The sums equal the row-by-row
+    ones exactly where the values are counts, and to the last bit otherwise."""
+    table = np.nan_to_num(np.asarray(units, dtype=np.float64), nan=0.0)
+    size = table.shape[0]
+    rng = np.random.default_rng(seed)
+    values = np.empty(n_resamples, dtype=np.float64)
+    block = max(1, POOLED_BLOCK // max(size, 1))
+    for start in range(0, n_resamples, block):
+        count = min(block, n_resamples - start)
+        picks = rng.integers(0, size, (count, size)) + size * np.arange(count)[:, None]
+        drawn = np.bincount(picks.ravel(), minlength=count * size).reshape(count, size)
+        values[start:start + count] = pooled(drawn.astype(np.float64) @ table)
+    return values
+
+
+def _pooled_ci(metric: Metric, units: np.ndarray, n_resamples: int, seed: int,
+               level: float) -> tuple[float, float]:
+    _check_resampling(n_resamples, level)
+    if units.shape[0] == 0:
+        return (math.nan, math.nan)
+    return _quantile_ci(pooled_statistics(metric.pooled, units, n_resamples, seed), level)
+
+
 def _quantile_ci(statistics: np.ndarray, level: float) -> tuple[float, float]:
     """The percentile interval of resampled statistics, undefined ones (nan) left out."""
     finite = statistics[~np.isnan(statistics)]
@@ -140,6 +174,8 @@ def metric_ci(metric: Metric, arrays: Sequence[np.ndarray], n_resamples: int = 2
     if metric.per_sample:
         kept = arrays[0][~np.isnan(arrays[0])]
         return _percentile_ci(kept, n_resamples, seed, level)
+    if metric.pooled is not None:
+        return _pooled_ci(metric, np.column_stack(arrays), n_resamples, seed, level)
     return resampled_ci(lambda pick: metric.reduce(*(a[pick] for a in arrays)), arrays[0].size,
                         n_resamples, seed, level)
 
@@ -153,6 +189,9 @@ def clustered_ci(metric: Metric, arrays: Sequence[np.ndarray], matrix: np.ndarra
     padded = [np.append(a, np.nan) for a in arrays]
     if metric.per_sample:
         return _clustered_mean_ci(padded[0][matrix], n_resamples, seed, level)
+    if metric.pooled is not None:  # a record's sums over its samples, drawn as the records are
+        return _pooled_ci(metric, np.column_stack([np.nansum(a[matrix], axis=1) for a in padded]), n_resamples,
+                          seed, level)
     return resampled_ci(lambda pick: metric.reduce(*(a[matrix[pick].ravel()] for a in padded)), len(matrix),
                         n_resamples, seed, level)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grading.errors import GradingError
-from grading.stats import bootstrap_ci, mcnemar_exact, metric_ci, paired_bootstrap_ci, resampled_ci
+from grading.stats import bootstrap_ci, clustered_ci, mcnemar_exact, metric_ci, paired_bootstrap_ci, resampled_ci
 
 # (id, b_only, a_only, expected p, reason)
 MCNEMAR_CASES = [
@@ -153,16 +153,51 @@ def test_resampled_ci(statistic, size, expected):
         assert (low, high) == expected
 
 
-def test_resampled_ci_is_the_metric_ci_of_a_pooled_metric():
-    """F1 over pooled counts: metric_ci is resampled_ci over its reduce (one bootstrap loop)."""
+@pytest.mark.parametrize("rows,n_resamples", [(40, 300), (1000, 2000), (3, 5000)], ids=["few", "many", "blocks"])
+def test_resampled_ci_is_the_metric_ci_of_a_pooled_metric(rows, n_resamples, monkeypatch):
+    """F1 over pooled counts: metric_ci takes every resample's sums at once (Metric.pooled) and
+    gives exactly what resampled_ci gives over its reduce, one resample at a time: the same draws,
+    the same sums, the same F1, nulls among the counts included, over several blocks of draws too."""
+    import grading.stats
+    from grading.scoring import f1
+
+    monkeypatch.setattr(grading.stats, "POOLED_BLOCK", 1000)  # `blocks`: 333 resamples per block
+    metric = f1("f1", "x")
+    rng = np.random.default_rng(5)
+    tp, fp, fn = (rng.integers(0, 3, rows).astype(float) for _ in range(3))
+    fn[::4] = np.nan
+    got = metric_ci(metric, [tp, fp, fn], n_resamples=n_resamples, seed=4)
+    assert got == resampled_ci(lambda pick: metric.reduce(tp[pick], fp[pick], fn[pick]), rows, n_resamples, 4)
+    assert got[0] <= metric.reduce(tp, fp, fn) <= got[1]
+
+
+def test_a_pooled_metric_over_repeated_samples_resamples_records_as_the_loop_does():
+    """clustered_ci of F1: each record's summed counts, drawn as resampled_ci draws the records."""
     from grading.scoring import f1
 
     metric = f1("f1", "x")
-    rng = np.random.default_rng(5)
-    tp, fp, fn = (rng.integers(0, 2, 40).astype(float) for _ in range(3))
-    got = metric_ci(metric, [tp, fp, fn], n_resamples=300, seed=4)
-    assert got == resampled_ci(lambda pick: metric.reduce(tp[pick], fp[pick], fn[pick]), 40, 300, 4)
-    assert got[0] < metric.reduce(tp, fp, fn) < got[1]
+    rng = np.random.default_rng(6)
+    tp, fp, fn = (rng.integers(0, 2, 60).astype(float) for _ in range(3))
+    matrix = np.arange(60).reshape(20, 3)
+    matrix[::4, 2] = 60  # records with one sample fewer: the padding reads as a null
+    padded = [np.append(a, np.nan) for a in (tp, fp, fn)]
+    loop = resampled_ci(lambda pick: metric.reduce(*(a[matrix[pick].ravel()] for a in padded)), 20, 2000, 0)
+    assert clustered_ci(metric, [tp, fp, fn], matrix) == loop
+
+
+@pytest.mark.parametrize("numerator,denominator,expected", [
+    ([0.0, 0.0], [0.0, 0.0], "nan"), ([1.0, 0.0, 2.0], [2.0, 1.0, 1.0], None)], ids=["undefined", "defined"])
+def test_a_ratio_of_sums_resamples_as_its_reduce(numerator, denominator, expected):
+    from grading.scoring import ratio
+
+    metric = ratio("r", "a", "b", higher_is_better=True, ci=True)
+    a, b = np.array(numerator), np.array(denominator)
+    got = metric_ci(metric, [a, b], n_resamples=500, seed=2)
+    loop = resampled_ci(lambda pick: metric.reduce(a[pick], b[pick]), a.size, 500, 2)
+    if expected == "nan":
+        assert all(math.isnan(v) for v in got + loop)
+    else:
+        assert got == pytest.approx(loop, rel=1e-12, abs=0)
 
 
 def test_resampled_ci_checks_its_arguments():
