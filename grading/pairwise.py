@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from grading.stats import resampled_statistics
+from grading.stats import POOLED_BLOCK, resampled_statistics
 
 
 def sign_test_p(better: int, worse: int) -> float:
@@ -112,19 +112,22 @@ whose p is at that floor (no draw reached their observed lead)."""
 
 def pairwise_p(scores: dict[str, np.ndarray], higher_is_better: bool, delta: float = 0.0, seed: int = 0,
                reduce: Optional[Callable[..., Optional[float]]] = None,
-               resamples: Optional[int] = None) -> np.ndarray:
+               resamples: Optional[int] = None,
+               pooled: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> np.ndarray:
     """Entry [k, j]: the one-sided p that job k beats job j by more than `delta` (H0: k - j <=
     delta), for every ordered pair of `scores`' jobs, in their order (the diagonal is 1). Two jobs
     of 0/1 grades with delta 0: the exact sign test; other per-sample scores: a paired sign-flip
     permutation test (nan left out pairwise), the same flips for every pair; a pooled metric (`reduce`, each
     job a (samples, sources) array): a paired bootstrap, the same resamples for every pair.
-    `resamples`: the resampling tests' draws (default FLIPS, BOOTSTRAPS)."""
+    `resamples`: the resampling tests' draws (default FLIPS, BOOTSTRAPS). `pooled`: the metric
+    from each source's sum (`Metric.pooled`), where it has one: the same draws and p-values, every
+    resample's sums at once instead of one `reduce` call per job and resample."""
     arrays = [np.asarray(values, dtype=np.float64) for values in scores.values()]
     up = 1.0 if higher_is_better else -1.0
     if len(arrays) < 2:
         return np.ones((len(arrays), len(arrays)))
     if reduce is not None:
-        return _bootstrap_table(arrays, reduce, up, delta, resamples or BOOTSTRAPS, seed)
+        return _bootstrap_table(arrays, reduce, up, delta, resamples or BOOTSTRAPS, seed, pooled)
     grades = np.stack(arrays)
     binary = np.array([np.isin(row[~np.isnan(row)], (0.0, 1.0)).all() for row in grades])
     table = np.ones((len(arrays), len(arrays)))
@@ -196,7 +199,8 @@ def _flips_reaching(diffs: np.ndarray, both: np.ndarray, observed: np.ndarray, d
 
 
 def _bootstrap_table(arrays: list[np.ndarray], reduce: Callable[..., Optional[float]], up: float, delta: float,
-                     resamples: int, seed: int) -> np.ndarray:
+                     resamples: int, seed: int, pooled: Optional[Callable[[np.ndarray], np.ndarray]] = None
+                     ) -> np.ndarray:
     """The paired bootstrap table: each job's metric on each resample of the records (the same
     indices for all, drawn as bootstrap_p draws them), [k, j] the share of resamples in which k's
     lead over j is at most delta or undefined (nan: the metric does not apply). BOOTSTRAPS draws
@@ -208,7 +212,7 @@ def _bootstrap_table(arrays: list[np.ndarray], reduce: Callable[..., Optional[fl
         return np.ones((jobs, jobs))
     stacked = np.stack([np.asarray(array).T for array in arrays])  # jobs x sources x samples
     rng, opening = np.random.default_rng(seed), min(resamples, BOOTSTRAPS)
-    values = _metric_draws(stacked, reduce, rng, opening)
+    values = _metric_draws(stacked, reduce, rng, opening, pooled)
     behind, drawn = _behind(values, up, delta), np.full((jobs, jobs), opening)
     floor = (behind == 0) & ~np.eye(jobs, dtype=bool)
     with np.errstate(invalid="ignore"):
@@ -216,7 +220,7 @@ def _bootstrap_table(arrays: list[np.ndarray], reduce: Callable[..., Optional[fl
     pairs = [(int(np.argmax(np.where(floor[:, j], leads[:, j], -np.inf))), j) for j in range(jobs) if floor[:, j].any()]
     if resamples > opening and pairs:
         refined = sorted({job for pair in pairs for job in pair})
-        more = _behind(_metric_draws(stacked[refined], reduce, rng, resamples - opening), up, delta)
+        more = _behind(_metric_draws(stacked[refined], reduce, rng, resamples - opening, pooled), up, delta)
         for k, j in pairs:
             behind[k, j] += more[refined.index(k), refined.index(j)]
             drawn[k, j] = resamples
@@ -226,14 +230,34 @@ def _bootstrap_table(arrays: list[np.ndarray], reduce: Callable[..., Optional[fl
 
 
 def _metric_draws(stacked: np.ndarray, reduce: Callable[..., Optional[float]], rng: np.random.Generator,
-                  draws: int) -> np.ndarray:
+                  draws: int, pooled: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> np.ndarray:
     """Each job's metric on each of `draws` resamples of the records (nan where undefined)."""
     size, values = stacked.shape[2], np.empty((draws, stacked.shape[0]))
+    if pooled is not None:
+        return _pooled_draws(stacked, pooled, rng, draws)
     for row in range(draws):
         drawn = stacked[:, :, rng.integers(0, size, size)]
         for k in range(stacked.shape[0]):
             value = reduce(*drawn[k])
             values[row, k] = math.nan if value is None else value
+    return values
+
+
+def _pooled_draws(stacked: np.ndarray, pooled: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
+                  draws: int) -> np.ndarray:
+    """_metric_draws of a pooled metric: the same indices, drawn a block of resamples at a time
+    (the same random stream), each resample's sums as how often it drew each record times the
+    record's values (exactly the row-by-row sums for counts), the metric of every resample at once."""
+    size = stacked.shape[2]
+    sums_of = np.nan_to_num(np.transpose(stacked, (0, 2, 1)), nan=0.0)  # jobs x samples x sources
+    values = np.empty((draws, stacked.shape[0]))
+    block = max(1, POOLED_BLOCK // max(size, 1))
+    for start in range(0, draws, block):
+        count = min(block, draws - start)
+        picks = rng.integers(0, size, (count, size)) + size * np.arange(count)[:, None]
+        drawn = np.bincount(picks.ravel(), minlength=count * size).reshape(count, size).astype(np.float64)
+        for k, table in enumerate(sums_of):
+            values[start:start + count, k] = pooled(drawn @ table)
     return values
 
 

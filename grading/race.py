@@ -108,14 +108,16 @@ class Round:
 def decide_round(number: int, size: int, scores: dict[str, np.ndarray], higher_is_better: bool,
                  alpha: float, rounds: int, keep: Sequence[str] = (), delta: float = 0.0,
                  seed: int = 0, reduce: Optional[Callable[..., Optional[float]]] = None,
-                 candidates: Optional[int] = None) -> Round:
+                 candidates: Optional[int] = None,
+                 pooled: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> Round:
     """Round `number`'s stops: each survivor not kept is stopped where shown worse than some other
     survivor (pairwise_p for every ordered pair; Bonferroni over the `candidates` - 1 jobs it could
     be shown worse than, `candidates` the race's count, default the jobs in `scores`; Holm over the
     tested jobs at alpha / rounds). `scores`: each survivor's per-sample scores on the round's
     samples, aligned (nan where a sample has no score: left out pairwise); for a pooled metric,
     `reduce` is its aggregation and each job's scores are a (samples, sources) array of its
-    per-sample sources (a paired bootstrap tests it)."""
+    per-sample sources (a paired bootstrap tests it; `pooled`, its `Metric.pooled` where it has one,
+    takes every resample at once)."""
     jobs = list(scores)
     means = {job: _value(values, reduce) for job, values in scores.items()}
     direction = 1.0 if higher_is_better else -1.0
@@ -124,7 +126,8 @@ def decide_round(number: int, size: int, scores: dict[str, np.ndarray], higher_i
     level = alpha / max(rounds, 1)
     tested = [job for job in jobs if job not in keep]
     others = max(candidates or 0, len(jobs)) - 1
-    table = pairwise_p(scores, higher_is_better, delta, seed, reduce, _resamples(level, len(tested) * others, reduce))
+    table = pairwise_p(scores, higher_is_better, delta, seed, reduce, _resamples(level, len(tested) * others, reduce),
+                       pooled)
     leads = _leads(scores, means, direction, reduce)
     rivals = {job: _rival(table, leads, j) for j, job in enumerate(jobs)}
     raw = {job: (1.0 if rivals[job] is None else float(table[rivals[job], j])) for j, job in enumerate(jobs)}

@@ -180,7 +180,8 @@ class RaceSweeper(Sweeper):
             return {**outcome, "leader": None, "alpha": None, "metric": None, "decisions": []}
         decided = decide_round(number, size, arrays, bool(metric.higher_is_better), self.settings["alpha"], rounds,
                                keep=sorted(keep), delta=self.settings["delta"], seed=self.settings["seed"],
-                               reduce=None if metric.per_sample else metric.reduce, candidates=candidates)
+                               reduce=None if metric.per_sample else metric.reduce, candidates=candidates,
+                               pooled=None if metric.per_sample else metric.pooled)
         members = {str(unit[0]): unit for unit in alive}
         return {**outcome, "leader": decided.leader, "alpha": decided.alpha, "metric": metric.name, "n": len(ids),
                 "decisions": [{**asdict(d), **({"jobs": members[d.job]} if len(members[d.job]) > 1 else {})}

@@ -184,6 +184,22 @@ def test_resampling_tests_draw_enough_resamples_to_reach_the_first_level(kind):
     assert {d.job: d for d in result.decisions}["6"].adjusted_p <= 0.05 / 6
 
 
+def test_a_pooled_metrics_bootstrap_takes_every_resample_at_once_with_the_same_decisions():
+    """Metric.pooled in the paired bootstrap (the race sweeper passes it): the same draws, the
+    refinement's included (seven candidates over six rounds), so the same p-values and stops as
+    one `reduce` call per job and resample, nulls among the counts too."""
+    from grading.scoring import f1
+
+    metric = f1("f1", "x")
+    rng = np.random.default_rng(8)
+    scores = {str(k): np.stack([r := rng.random(300) < 0.8, ~r, ~r], axis=1).astype(float) for k in range(6)}
+    scores["6"] = np.stack([r := rng.random(300) < 0.4, ~r, ~r], axis=1).astype(float)
+    scores["2"][::7, 2] = np.nan
+    one_by_one = decide_round(1, 300, scores, True, 0.05, 6, reduce=metric.reduce)
+    at_once = decide_round(1, 300, scores, True, 0.05, 6, reduce=metric.reduce, pooled=metric.pooled)
+    assert at_once == one_by_one and {d.job for d in at_once.decisions if d.stopped} == {"6"}
+
+
 def test_a_stopped_jobs_reason_names_the_job_it_was_shown_worse_than(tmp_path):
     """race.json as the sweeper writes it (asdict of each Decision), and one written before every
     pair was tested (no `against`, no `adjusted_p`), which still reads."""
