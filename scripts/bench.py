@@ -1035,7 +1035,8 @@ def _size_mib(paths: Any) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared/data/petoolbench/user_entries_test.json")
-    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench",
+                        help="where each invocation makes a folder of its own for its runs")
     parser.add_argument("--records", type=int, default=4, help="PEToolBench records per setting, end to end")
     parser.add_argument("--schemas", type=int, default=None, help="distinct schemas to compile (default all)")
     parser.add_argument("--etapp", type=Path, default=REPO.parent / "shared/data/etapp", help="the ETAPP folder")
@@ -1053,7 +1054,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if set(args.only.split(",")) - {"cache"}:  # the cache section needs no model
         prepare_embedded_model()
-    args.out.mkdir(parents=True, exist_ok=True)
+    # A folder per invocation: a section's runs rerun into an earlier invocation's run dirs would
+    # resume those runs (served from their own stored answers) and time nothing.
+    args.out = args.out / time.strftime("%Y%m%d-%H%M%S")
+    args.out.mkdir(parents=True, exist_ok=False)
     path = REPO / "bench.json"
     # --only re-measures some sections and keeps the others from the last full run
     report: dict[str, Any] = json.loads(path.read_text()) if args.only != ALL and path.is_file() else {}
