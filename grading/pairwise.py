@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from grading.stats import POOLED_BLOCK, resampled_statistics
+from grading.stats import resampled_counts, resampled_statistics
 
 
 def sign_test_p(better: int, worse: int) -> float:
@@ -248,16 +248,11 @@ def _pooled_draws(stacked: np.ndarray, pooled: Callable[[np.ndarray], np.ndarray
     """_metric_draws of a pooled metric: the same indices, drawn a block of resamples at a time
     (the same random stream), each resample's sums as how often it drew each record times the
     record's values (exactly the row-by-row sums for counts), the metric of every resample at once."""
-    size = stacked.shape[2]
     sums_of = np.nan_to_num(np.transpose(stacked, (0, 2, 1)), nan=0.0)  # jobs x samples x sources
     values = np.empty((draws, stacked.shape[0]))
-    block = max(1, POOLED_BLOCK // max(size, 1))
-    for start in range(0, draws, block):
-        count = min(block, draws - start)
-        picks = rng.integers(0, size, (count, size)) + size * np.arange(count)[:, None]
-        drawn = np.bincount(picks.ravel(), minlength=count * size).reshape(count, size).astype(np.float64)
+    for start, drawn in resampled_counts(rng, stacked.shape[2], draws):
         for k, table in enumerate(sums_of):
-            values[start:start + count, k] = pooled(drawn @ table)
+            values[start:start + len(drawn), k] = pooled(drawn @ table)
     return values
 
 

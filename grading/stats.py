@@ -9,7 +9,7 @@ intervals.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -134,16 +134,21 @@ def pooled_statistics(pooled: Callable[[np.ndarray], np.ndarray], units: np.ndar
     (a 1,000-sample run's F1 slices took 14 s of grading that way). The sums equal the row-by-row
     ones exactly where the values are counts, and to the last bit otherwise."""
     table = np.nan_to_num(np.asarray(units, dtype=np.float64), nan=0.0)
-    size = table.shape[0]
-    rng = np.random.default_rng(seed)
     values = np.empty(n_resamples, dtype=np.float64)
-    block = max(1, POOLED_BLOCK // max(size, 1))
-    for start in range(0, n_resamples, block):
-        count = min(block, n_resamples - start)
-        picks = rng.integers(0, size, (count, size)) + size * np.arange(count)[:, None]
-        drawn = np.bincount(picks.ravel(), minlength=count * size).reshape(count, size)
-        values[start:start + count] = pooled(drawn.astype(np.float64) @ table)
+    for start, drawn in resampled_counts(np.random.default_rng(seed), table.shape[0], n_resamples):
+        values[start:start + len(drawn)] = pooled(drawn @ table)
     return values
+
+
+def resampled_counts(rng: np.random.Generator, size: int, draws: int) -> Iterator[tuple[int, np.ndarray]]:
+    """How often each of `draws` resamples of `size` rows (with replacement) drew each row, a block
+    of resamples at a time: (the block's first resample, a (resamples, size) float array). The rows
+    are drawn as `resampled_statistics` draws them, so the random stream is the same."""
+    block = max(1, POOLED_BLOCK // max(size, 1))
+    for start in range(0, draws, block):
+        count = min(block, draws - start)
+        picks = rng.integers(0, size, (count, size)) + size * np.arange(count)[:, None]
+        yield start, np.bincount(picks.ravel(), minlength=count * size).reshape(count, size).astype(np.float64)
 
 
 def _pooled_ci(metric: Metric, units: np.ndarray, n_resamples: int, seed: int,
