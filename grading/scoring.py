@@ -90,17 +90,22 @@ def mean(name: str, source: str, *, higher_is_better: bool | None, scale: str = 
                   higher_is_better=higher_is_better)
 
 
-def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
-    tp_sum, fp_sum, fn_sum = np.nansum(tp), np.nansum(fp), np.nansum(fn)
-    if tp_sum + fp_sum + fn_sum == 0:
-        return None  # nothing to find and nothing predicted: the level does not apply
-    return float(2 * tp_sum / (2 * tp_sum + fp_sum + fn_sum)) if tp_sum else 0.0
+def _of_sums(of_sums: Callable[[np.ndarray], np.ndarray], arrays: Sequence[np.ndarray]) -> float | None:
+    """A pooled metric over one group of rows: each source's sum (nulls as 0), then the formula its
+    bootstrap applies to every resample at once (one definition for both)."""
+    value = of_sums(np.array([[np.nansum(a) for a in arrays]], dtype=np.float64))[0]
+    return None if np.isnan(value) else float(value)
 
 
 def _f1_of_sums(sums: np.ndarray) -> np.ndarray:
     tp, fp, fn = sums[:, 0], sums[:, 1], sums[:, 2]
     with np.errstate(invalid="ignore", divide="ignore"):
+        # nothing to find and nothing predicted: the level does not apply (nan)
         return np.where(tp + fp + fn == 0, np.nan, np.where(tp != 0, 2 * tp / (2 * tp + fp + fn), 0.0))
+
+
+def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
+    return _of_sums(_f1_of_sums, (tp, fp, fn))
 
 
 def f1(name: str, prefix: str, *, headline: bool = False, description: str = "") -> Metric:
@@ -111,14 +116,13 @@ def f1(name: str, prefix: str, *, headline: bool = False, description: str = "")
                   description=description, pooled=_f1_of_sums, higher_is_better=True)
 
 
-def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
-    total = np.nansum(denominator)
-    return float(np.nansum(numerator) / total) if total else None
-
-
 def _ratio_of_sums(sums: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(sums[:, 1] != 0, sums[:, 0] / sums[:, 1], np.nan)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> float | None:
+    return _of_sums(_ratio_of_sums, (numerator, denominator))
 
 
 def ratio(name: str, numerator: str, denominator: str, *, higher_is_better: bool | None, ci: bool = False,
