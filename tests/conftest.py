@@ -130,10 +130,18 @@ def scratch_env(tmp_path_factory, embedded_model) -> dict[str, str]:
     # A fresh toolsweep cache (no generations from earlier runs), sharing the converted models.
     (root / "cache").mkdir()
     (root / "cache" / "models").symlink_to(cache_root() / "models", target_is_directory=True)
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(root / "vllm"), "TMPDIR": str(root),
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(_session_folder(tmp_path_factory) / "vllm"), "TMPDIR": str(root),
             "TOOLSWEEP_CACHE": str(root / "cache"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **core_binding()}
     WARM.home(env)  # commands run with this environment go to a warm worker of this pytest process
     return env
+
+
+def _session_folder(tmp_path_factory) -> Path:
+    """A folder all of this session's pytest processes share (each xdist worker's base temp dir is
+    one below it): vLLM's cache of what it found in a model class (VLLM_CACHE_ROOT holds nothing
+    else here) is made once for the session, where each worker and each `vllm serve` made their own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def core_binding() -> dict[str, str]:

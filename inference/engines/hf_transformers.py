@@ -67,10 +67,21 @@ class TransformersEngine:
         if self._constraint == "none" or request_grammar(request, "outlines") is None:
             return self._free(request)
         regex = _regex(request)
-        text = self._generator(regex)(request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
+        with self._eager():
+            text = self._generator(regex)(request.prompt, max_new_tokens=self._max_new_tokens, **self._sampling())
         tokens = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return Generation(request.sample_id, text, _constrained_finish(regex, text, tokens, self._max_new_tokens),
                           tokens)
+
+    def _eager(self) -> Any:
+        """On the CPU, the constraint's torch.compile'd code runs as written: outlines_core's mask
+        kernel otherwise compiles a C++ graph with inductor before the first constrained token of
+        every process (about 10 s of g++ and tracing here) to save microseconds a token."""
+        import contextlib
+
+        import torch
+
+        return torch.compiler.set_stance("force_eager") if self._device == "cpu" else contextlib.nullcontext()
 
     def _sampling(self) -> dict[str, Any]:
         if self._temperature == 0:

