@@ -4,7 +4,8 @@ Hydra's basic launcher runs each job's task in the sweep's process; toolsweep's 
 job in a process of its own. With `reuse_engine` (the default) this launcher first orders the jobs
 so that those with the same engine run back to back (each keeps its Hydra job number and dir),
 and the task runs each job on the sweep's warm worker, which keeps its engine for the next job
-with the same one. `reuse_engine=false` is the basic launcher exactly: one new process per job.
+with the same one. `reuse_engine=false` is the basic launcher exactly: one new process per job
+(forked from the sweep's preloaded template where the job loads a model: inference/sweep.py).
 """
 
 # No `from __future__ import annotations`: Hydra imports plugin modules without registering them

@@ -124,7 +124,7 @@ def test_a_warm_sweep_equals_a_cold_one_and_survives_a_killed_worker(tmp_path, t
     # The rerun and the reference need no live process of their own (nothing is killed): they run
     # as the tests' other commands do, on this pytest process's warm command worker (tests/warm.py),
     # which keeps its preloaded template for the rerun's fresh worker. Their jobs still get fresh
-    # workers (rerun) or new interpreters (reuse_engine=false), which the assertions below check.
+    # workers (rerun) or new processes of their own (reuse_engine=false), which the assertions below check.
     rerun = _warm_sweep(warm, args, {**env, "TOOLSWEEP_PAUSE_AT": ""})
     again = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, again[-3000:]
@@ -227,3 +227,16 @@ def test_adapters_of_one_base_share_a_worker_and_other_bases_do_not(tmp_path, ti
     exact_b, shared_b = keys(tiny_model, "b")
     assert exact_a != exact_b and shared_a == shared_b  # one engine, one LoRA request per job
     assert keys(other, "a")[1] != shared_a               # another base model: another engine
+
+
+@pytest.mark.parametrize("overrides,loads", [
+    (["model=local", "model.path=/models/step-100"], True),
+    (["engine=replay", "engine.predictions=answers.jsonl"], False),
+    (["engine=script", "engine.script=moves.jsonl"], False),
+], ids=["vllm", "replay", "script"])
+def test_a_cold_job_is_forked_from_the_template_only_where_it_loads_a_model(overrides, loads):
+    """reuse_engine=false: a job that loads weights forks from the sweep's preloaded template (its
+    imports once for the sweep); one that loads none is a new interpreter that imports none."""
+    from inference.sweep import loads_model
+
+    assert loads_model(_job_config(overrides)) is loads
