@@ -143,20 +143,21 @@ _TEMPLATES: dict[str, Any] = {}
 """This pytest process's preloaded templates (inference/preload.py), one per environment."""
 
 
-def forked(args: Sequence[str], env: dict[str, str], name: str = "toolsweep") -> Any:
+def forked(args: Sequence[str], env: dict[str, str], name: str = "toolsweep", module: str = "inference.cli") -> Any:
     """`toolsweep ARGS` as a process of its own, for a test whose subject is that process (killed,
     signalled): forked from a template that imported torch, transformers and vLLM once for this
     environment, as a sweep's fresh workers are, instead of a new interpreter importing them again
     (10-16 s each on a CPU); nested: a run whose solvers run apart forks them from a template it
     forked of itself, not from one more new interpreter. Its stdout and stderr are one pipe,
-    `.stdout`; `.pid`, `.wait()`, `.returncode` as a Popen's; it dies with this pytest process."""
+    `.stdout`; `.pid`, `.wait()`, `.returncode` as a Popen's; it dies with this pytest process.
+    `module`: another module to run so (a test's probe of the engine), `python -m MODULE ARGS`."""
     from inference.preload import Template, spawn
 
     key = json.dumps(signature(env), sort_keys=True)
     template = _TEMPLATES.get(key)
     if template is None or template.gone:
         template = _TEMPLATES[key] = Template(env)
-    return spawn("inference.cli", list(args), env, name, pipes=True, cwd=str(Path(__file__).resolve().parent.parent),
+    return spawn(module, list(args), env, name, pipes=True, cwd=str(Path(__file__).resolve().parent.parent),
                  template=template, nested=True)
 
 

@@ -1,4 +1,4 @@
-"""`python tests/inference/swap_probe.py OUT.json STEP [STEP ...]`: one vLLM engine (toolsweep's
+"""`python -m tests.inference.swap_probe OUT.json STEP [STEP ...]`: one vLLM engine (toolsweep's
 VLLMEngine, as a run builds it) loaded on the first step's checkpoint, then each further step's
 checkpoint read into it in place (VLLMEngine.swap), the prompts probed after each: greedy tokens and
 logprobs, and prompt logprobs. A step is `PATH` or `PATH:skip-refresh` / `PATH:skip-reset` (the

@@ -99,11 +99,8 @@ def test_vllm_samples_differ_and_a_killed_run_keeps_its_finished_samples(tmp_pat
     parts = sorted((run / "parts").glob("part-*.parquet"))
     first = pl.read_parquet(parts).select("cache_key", "output")
     assert first.height == 6
-    import subprocess
-
-    from tests.conftest import REPO
-
-    done = subprocess.run(_command(run, args), cwd=REPO, env=scratch_env, capture_output=True, text=True, timeout=900)
+    # the rerun needs no process of its own (nothing kills it): it runs on the warm command worker
+    done = toolsweep(_command(run, args)[3:], env=scratch_env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     # vLLM's CPU runner fails seeded requests whose prefill is chunked, and the engine then
     # retries one request at a time: the run must not need that.

@@ -6,21 +6,23 @@ is `tiny` here and swapped in a sweep against cold engines in tests/inference/te
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.warm import forked
 
-PROBE = REPO / "tests" / "inference" / "swap_probe.py"
+PROBE = "tests.inference.swap_probe"
 
 
 def _probe(out: Path, steps: list[str], env: dict[str, str]) -> list[dict]:
-    done = subprocess.run([sys.executable, str(PROBE), str(out), *steps], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    """The probe in a process of its own (a fresh engine), forked from a template that imported
+    torch and vLLM once (tests/warm.py `forked`) instead of a new interpreter importing them."""
+    probe = forked([str(out), *steps], env, name="swap-probe", module=PROBE)
+    said = probe.stdout.read().decode("utf-8", "replace")
+    probe.stdout.close()
+    assert probe.wait(900) == 0, said[-3000:]
     return json.loads(out.read_text())
 
 
