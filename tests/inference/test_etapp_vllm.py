@@ -21,17 +21,19 @@ from tests.conftest import tiny_args
 
 pytestmark = [pytest.mark.vllm, pytest.mark.shared_data]
 # The smoke subset's shape (fc, tool-given, at most 4 turns, short answers and analyses) on two
-# cases, two users' instruction 1: every assertion is per case, and the embedded model's prefill of
-# the judge's prompts is the suite's largest single cost. No cross-run cache.
+# cases, two users' instruction 8 (of the spec's subset, the one with the fewest key-point words:
+# the judge writes every key point back as a JSON key, so its guided answer is a third shorter than
+# instruction 1's): every assertion is per case, and the embedded judge's decoding of those answers
+# is the suite's largest single cost. No cross-run cache.
 SLICE = ["dataset=etapp", "dataset.methods=[fc]", "dataset.settings=[tool_given]", "dataset.max_turns=4",
          "decoding.max_new_tokens=32", "decoding.constraint=xgrammar", "dataset.judge_analysis_chars=8",
          "roles.judge.decoding.constraint=xgrammar", "roles.judge.decoding.max_new_tokens=1536", "engine.cache=false", "roles.judge.engine.cache=false"]
-SMOKE = [*SLICE, "dataset.users=[James_Harrington,John_Doe]", "dataset.instructions=[1]"]
+SMOKE = [*SLICE, "dataset.users=[James_Harrington,John_Doe]", "dataset.instructions=[8]"]
 # The killed run resumes from its own run dir. One request per shard gives each phase a middle to
-# be killed in, and makes every generation's numerics independent of what was batched with it (on
+# be killed in (two cases: after the first of two shards), and makes every generation's numerics independent of what was batched with it (on
 # the CPU, vLLM's bf16 output for a request can change with the batch around it, and a batch's
 # timing differs between processes); prefix caching off does the same for cached prefixes.
-KILL = [*SLICE, "dataset.users=[James_Harrington]", "dataset.instructions=[1,7,8]", "engine.shard_size=1",
+KILL = [*SLICE, "dataset.users=[James_Harrington]", "dataset.instructions=[1,8]", "engine.shard_size=1",
         "roles.judge.engine.shard_size=1", "engine.enable_prefix_caching=false", "roles.judge.engine.enable_prefix_caching=false"]
 
 
@@ -106,11 +108,11 @@ def test_sigkill_in_each_phase_then_rerun_gives_identical_results(tmp_path, tiny
     done = toolsweep(_command(finished, etapp_data, extra)[3:], env=scratch_env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = tmp_path / "run"
-    _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/3")   # agent: after its first shard of 3
+    _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/2")   # agent: after its first shard of 2
     assert not (run_dir / "trajectories.parquet").exists() and list((run_dir / "parts").glob("part-*"))
-    _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/3")   # the agent resumes (2 shards) and ends; judge: after 1 of 3
+    _kill_at(run_dir, etapp_data, extra, scratch_env, "shard 2/2")   # the agent resumes (1 shard) and ends; judge: after 1 of 2
     agent = _generation(run_dir, 0)
-    assert agent["stored_hits"] == 1 and agent["engine_calls"] >= 2, agent
+    assert agent["stored_hits"] == 1 and agent["engine_calls"] >= 1, agent
     # the resume needs no process of its own (nothing kills it): it runs as the uninterrupted run did
     done = toolsweep(_command(run_dir, etapp_data, extra)[3:], env=scratch_env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
