@@ -30,7 +30,7 @@ from inference.models import cache_root  # noqa: E402
 from inference.run import evaluate, prepare_models, run_config  # noqa: E402
 from inference.runinfo import run_dir_lock  # noqa: E402
 from inference.slurm import register as register_slurm_resolvers  # noqa: E402
-from inference.sweep import CHILD_FLAG, gpu_slots, loads_model, run_child_job  # noqa: E402
+from inference.sweep import CHILD_FLAG, fork_job, gpu_slots, run_child_job  # noqa: E402
 from inference.verbs import CONF, RUN, dispatch, verb_lines, verb_named  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def hydra_main(cfg: DictConfig) -> None:
         run_child_job(list(hydra_cfg.overrides.task), run_dir, hydra_cfg.job.num,
                       gpus_per_job=int(cfg.model.tensor_parallel_size),
                       search_path=[o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")],
-                      loads_model=loads_model(cfg))
+                      fork=fork_job(cfg, hydra_cfg.launcher))
         return
     try:
         # held before the config is typed and checked (seconds for a large benchmark): a second run on a live

@@ -140,10 +140,10 @@ def gpu_slots(tensor_parallel_size: Any) -> int:
 
 
 def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
-                  gpus_per_job: int, search_path: Sequence[str] = (), loads_model: bool = True) -> dict[str, Any]:
+                  gpus_per_job: int, search_path: Sequence[str] = (), fork: bool = False) -> dict[str, Any]:
     """Run one sweep job as `toolsweep <overrides>` on the sweep's warm worker where the launcher
-    started one, else in a new child process (`loads_model`: forked from the sweep's preloaded
-    template, which imported torch, transformers and vLLM once for all its jobs); record how it ended.
+    started one, else in a new child process (`fork`: forked from the sweep's preloaded template,
+    which imported torch, transformers and vLLM once for all its jobs); record how it ended.
 
     Rerunning a sweep into the same sweep dir keeps the jobs that completed with the same
     overrides (no process, no engine call), resumes a killed job from its shards (the child
@@ -171,7 +171,7 @@ def run_child_job(task_overrides: Sequence[str], run_dir: Path, job_num: int,
         with gpu_slot(run_dir.parent, job_num, gpus_per_job) as devices:
             if devices is not None:
                 env["CUDA_VISIBLE_DEVICES"] = devices
-            returncode, log = _stream(_new_process(argv, env, loads_model), run_dir / "job.log")
+            returncode, log = _stream(_new_process(argv, env, fork), run_dir / "job.log")
     if returncode == -signal.SIGTERM and os.environ.get("SLURM_JOB_ID"):
         await_requeue(job_num)
     outcome = {"status": "complete" if returncode == 0 else "failed",
@@ -273,22 +273,28 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def loads_model(job_config: Any) -> bool:
-    """Whether the job's engine loads a model in its own process (not replay, a script, a server's
-    client; a job whose config does not resolve fails before it would)."""
+def fork_job(job_config: Any, launcher_config: Any) -> bool:
+    """Whether a cold job's process is forked from this process's preloaded template: where the
+    sweep's own process runs every job (the local launcher, `reuse_engine=false`), so that one
+    template's imports serve them all, and the job's engine loads a model in its process (not
+    replay, a script, a server's client; a job whose config does not resolve fails before it
+    would). A process that runs one job (a SLURM or joblib task) gains nothing by it, and a job
+    that fails before loading would wait for the template's imports (9-10 s) for nothing."""
     from inference.workers import engine_key
 
+    if not str(launcher_config.get("_target_", "")).endswith("warm_launcher.WarmLauncher"):
+        return False
     key = engine_key(job_config)
     return bool(key) and not key.startswith("unresolved")
 
 
-def _new_process(argv: list[str], env: dict[str, str], loads_model: bool) -> Any:
-    """`toolsweep ARGV` as a new process with nothing of an earlier job's: where it loads a model,
-    forked from the template (a new interpreter imported torch, transformers and vLLM for every job
-    before, 8-10 s a job on a CPU core); else a new interpreter, which imports none of them."""
+def _new_process(argv: list[str], env: dict[str, str], fork: bool) -> Any:
+    """`toolsweep ARGV` as a new process with nothing of an earlier job's: forked from the template
+    where `fork` (a new interpreter imported torch, transformers and vLLM for every job before, 8-10 s
+    a job on a CPU core); else a new interpreter."""
     from inference.preload import spawn
 
-    child = spawn("inference.cli", argv, env, "toolsweep-job", pipes=True, loads_model=loads_model)
+    child = spawn("inference.cli", argv, env, "toolsweep-job", pipes=True, loads_model=fork)
     child.stdin.close()  # the job reads no input
     return child
 

@@ -229,14 +229,18 @@ def test_adapters_of_one_base_share_a_worker_and_other_bases_do_not(tmp_path, ti
     assert keys(other, "a")[1] != shared_a               # another base model: another engine
 
 
-@pytest.mark.parametrize("overrides,loads", [
-    (["model=local", "model.path=/models/step-100"], True),
-    (["engine=replay", "engine.predictions=answers.jsonl"], False),
-    (["engine=script", "engine.script=moves.jsonl"], False),
-], ids=["vllm", "replay", "script"])
-def test_a_cold_job_is_forked_from_the_template_only_where_it_loads_a_model(overrides, loads):
-    """reuse_engine=false: a job that loads weights forks from the sweep's preloaded template (its
-    imports once for the sweep); one that loads none is a new interpreter that imports none."""
-    from inference.sweep import loads_model
+@pytest.mark.parametrize("overrides,launcher,fork", [
+    (["model=local", "model.path=/models/step-100"], "hydra_plugins.toolsweep_launcher.warm_launcher.WarmLauncher", True),
+    (["engine=replay", "engine.predictions=answers.jsonl"], "hydra_plugins.toolsweep_launcher.warm_launcher.WarmLauncher",
+     False),
+    (["engine=script", "engine.script=moves.jsonl"], "hydra_plugins.toolsweep_launcher.warm_launcher.WarmLauncher", False),
+    (["model=local", "model.path=/models/step-100"], "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+     False),
+], ids=["vllm_local", "replay_local", "script_local", "vllm_one_job_per_process"])
+def test_a_cold_job_is_forked_from_the_template_only_where_it_loads_a_model_beside_other_jobs(overrides, launcher, fork):
+    """reuse_engine=false: where the sweep's process runs every job, a job that loads weights forks
+    from its preloaded template (the imports once for the sweep); a job that loads none, or the one
+    job of a task's process, is a new interpreter (a template would import for that job alone)."""
+    from inference.sweep import fork_job
 
-    assert loads_model(_job_config(overrides)) is loads
+    assert fork_job(_job_config(overrides), {"_target_": launcher}) is fork
