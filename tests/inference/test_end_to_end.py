@@ -155,13 +155,15 @@ def test_transformers_engine_with_outlines_constraint(tmp_path, tiny_model, scra
     noise, so an answer that is compact JSON naming a candidate tool is the constraint's doing
     (a trained model might write one unconstrained)."""
     run_dir = tmp_path / "run"
-    compiled = Path(scratch_env["TMPDIR"]) / "torchinductor_root"  # torch.compile's artifacts go under TMPDIR
-    before = set(compiled.rglob("*"))
+    def compiled() -> set[Path]:  # torch.compile's artifacts: TMPDIR/torchinductor_<user>
+        return set(Path(scratch_env["TMPDIR"]).glob("torchinductor_*/**/*"))
+
+    before = compiled()
     done = run_toolsweep(run_dir, [*tiny_args(tiny_model, vllm=False, max_new_tokens=48), "engine=transformers",
                                    "dataset.limit=1", "dataset.settings=[p]"], env=scratch_env)
     assert done.returncode == 0, done.stderr[-4000:]
     # outlines' mask kernel runs eagerly on the CPU: nothing compiled (it cost ~10 s of g++ per process)
-    assert set(compiled.rglob("*")) == before, sorted(set(compiled.rglob("*")) - before)[:5]
+    assert compiled() == before, sorted(compiled() - before)[:5]
     row = pl.read_parquet(run_dir / "samples.parquet").row(0, named=True)
     candidates = [t["tool_name"] for t in json.loads(load_petoolbench(SAMPLE, ["p"], 1)["tools"][0])]
     name = re.match(r'\{"tool_name":"(.*?)","parameters":\{', row["output"])
